@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is every flag of the gateway. Each flag has an environment twin,
+// ROOMCAST_<NAME> with dashes as underscores (--redis ↔ ROOMCAST_REDIS); a flag given
+// on the command line wins over its twin.
+type config struct {
+	Addr      string
+	AdminAddr string
+	Redis     string
+
+	History         int
+	HistoryTTL      time.Duration
+	MaxRooms        int
+	MaxHistoryBytes byteSize
+
+	RetryMin, RetryMax time.Duration
+	Heartbeat          time.Duration
+	WriteTimeout       time.Duration
+	Queue              int
+	QueueBytes         byteSize
+	Linger             time.Duration
+
+	MaxBody      byteSize
+	MaxBatchBody byteSize
+	PublishToken string
+
+	DrainDelay   time.Duration
+	DrainWindow  time.Duration
+	DrainTimeout time.Duration
+
+	LogLevel string
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{MaxHistoryBytes: 512 << 20, QueueBytes: 4 << 20, MaxBody: 64 << 10, MaxBatchBody: 1 << 20}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "public listener: rooms, publishing, /healthz, /readyz, web pages")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "admin listener: /metrics, /admin/stats, /admin/drain, pprof")
+	fs.StringVar(&c.Redis, "redis", "", "comma-separated Redis seed addresses; empty runs the embedded in-memory log")
+	fs.IntVar(&c.History, "history", 1000, "events kept per room")
+	fs.DurationVar(&c.HistoryTTL, "history-ttl", 24*time.Hour, "a room idle this long loses its history (new epoch next time)")
+	fs.IntVar(&c.MaxRooms, "max-rooms", 100000, "rooms held in memory (embedded mode); publishes to more get 503")
+	fs.Var(&c.MaxHistoryBytes, "max-history-bytes", "memory for all room histories (embedded mode), e.g. 512MiB")
+	fs.DurationVar(&c.RetryMin, "retry-min", 3*time.Second, "lower bound of the per-connection retry: hint")
+	fs.DurationVar(&c.RetryMax, "retry-max", 6*time.Second, "upper bound of the per-connection retry: hint")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", 15*time.Second, "interval of heartbeat comments on idle streams")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", 10*time.Second, "deadline of each write to a stream")
+	fs.IntVar(&c.Queue, "queue", 256, "per-client queue, events")
+	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")
+	fs.DurationVar(&c.Linger, "linger", 2*time.Second, "how long an empty room keeps its subscription")
+	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
+	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
+	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer token; empty allows loopback clients only")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
+	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		env := EnvName(f.Name)
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+			}
+		}
+	})
+	return c, errors.Join(errs...)
+}
+
+// EnvName is a flag's environment twin: ROOMCAST_ and the name in capitals with
+// dashes as underscores.
+func EnvName(flagName string) string {
+	return "ROOMCAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// byteSize is a flag value in bytes that accepts suffixes: 65536, 64KiB, 64KB, 1MiB,
+// 1MB, 1GiB.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q: want a number of bytes, optionally with KiB, MiB or GiB", s)
+	}
+	return n * mult, nil
+}
+
+var _ flag.Value = (*byteSize)(nil)
+
+func environ(name string) string { return os.Getenv(name) }

@@ -1,0 +1,195 @@
+// Command gateway runs one roomcast pod: SSE room streams and HTTP publishing on the
+// public listener, metrics, stats and drain on the admin listener.
+//
+// With no --redis it runs on the embedded in-memory log and is a complete product on
+// its own: go run ./cmd/gateway.
+//
+// Exit codes: 0 after a clean drain, 1 on a runtime failure, 2 on bad configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/roomcast/roomcast/drain"
+	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/rooms"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := parseConfig(args, environ, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway: --log-level:", err)
+		return 2
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+
+	p, err := build(cfg, logger)
+	if err != nil {
+		logger.Error("configuration rejected", "err", err)
+		return 2
+	}
+	return p.serve(logger)
+}
+
+// pod is one wired gateway process.
+type pod struct {
+	cfg    config
+	log    replay.Log
+	rooms  *rooms.Registry
+	drain  *drain.Drainer
+	server *gateway.Server
+}
+
+func build(cfg config, logger *slog.Logger) (*pod, error) {
+	if cfg.Redis != "" {
+		return nil, errors.New("--redis: fleet mode is not part of this build yet; leave it empty for the embedded log")
+	}
+	log, err := replay.NewMemoryLog(replay.MemoryConfig{
+		History:    cfg.History,
+		HistoryTTL: cfg.HistoryTTL,
+		MaxRooms:   cfg.MaxRooms,
+		MaxBytes:   int64(cfg.MaxHistoryBytes),
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg, err := rooms.New(log, log, rooms.Config{
+		Queue:       cfg.Queue,
+		QueueBytes:  int64(cfg.QueueBytes),
+		Linger:      cfg.Linger,
+		Frame:       gateway.EventFrame,
+		ResyncFrame: gateway.ResyncFrame,
+		Logger:      logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	dr, err := drain.New(reg, drain.Config{
+		Delay: cfg.DrainDelay, Window: cfg.DrainWindow, Timeout: cfg.DrainTimeout, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := gateway.New(log, reg, dr, gateway.Config{
+		RetryMin:     cfg.RetryMin,
+		RetryMax:     cfg.RetryMax,
+		Heartbeat:    cfg.Heartbeat,
+		WriteTimeout: cfg.WriteTimeout,
+		MaxBody:      int64(cfg.MaxBody),
+		MaxBatchBody: int64(cfg.MaxBatchBody),
+		PublishToken: cfg.PublishToken,
+		Registry:     metrics,
+		Logger:       logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pod{cfg: cfg, log: log, rooms: reg, drain: dr, server: srv}, nil
+}
+
+func (p *pod) serve(logger *slog.Logger) int {
+	public, err := net.Listen("tcp", p.cfg.Addr)
+	if err != nil {
+		logger.Error("listen", "addr", p.cfg.Addr, "err", err)
+		return 1
+	}
+	admin, err := net.Listen("tcp", p.cfg.AdminAddr)
+	if err != nil {
+		logger.Error("listen", "addr", p.cfg.AdminAddr, "err", err)
+		return 1
+	}
+	servers := []*http.Server{newHTTPServer(p.server.Public(), logger), newHTTPServer(p.server.Admin(), logger)}
+	failed := make(chan error, 2)
+	for i, l := range []net.Listener{public, admin} {
+		go func() {
+			if err := servers[i].Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				failed <- err
+			}
+		}()
+	}
+	logger.Info("roomcast gateway started", "addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
+		"log", "memory", "history", p.cfg.History, "retry_min", p.cfg.RetryMin.String(), "retry_max", p.cfg.RetryMax.String())
+	if p.cfg.PublishToken == "" {
+		logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
+	}
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	code := 0
+	select {
+	case sig := <-signals:
+		logger.Info("signal received: draining", "signal", sig.String())
+		p.drain.Start()
+	case <-p.drain.Done():
+	case err := <-failed:
+		logger.Error("listener failed", "err", err)
+		code = 1
+		p.drain.Force()
+	}
+	for done := false; !done; {
+		select {
+		case sig := <-signals:
+			logger.Warn("second signal: closing every stream now", "signal", sig.String())
+			p.drain.Force()
+		case <-p.drain.Done():
+			done = true
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(ctx); err != nil {
+			_ = s.Close()
+		}
+	}
+	if err := p.rooms.Close(ctx); err != nil {
+		logger.Warn("closing rooms", "err", err)
+	}
+	if err := p.log.Close(ctx); err != nil {
+		logger.Warn("closing the log", "err", err)
+	}
+	logger.Info("roomcast gateway stopped", "exit_code", code)
+	return code
+}
+
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		// WriteTimeout stays 0: streams set a deadline per write.
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}

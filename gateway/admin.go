@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+type statsBody struct {
+	State             string            `json:"state"`
+	Accepting         bool              `json:"accepting"`
+	Connections       int64             `json:"connections"`
+	Rooms             int64             `json:"rooms"`
+	Subscriptions     int64             `json:"subscriptions"`
+	Drops             map[string]uint64 `json:"drops"`
+	Published         uint64            `json:"published"`
+	Delivered         uint64            `json:"delivered"`
+	Repairs           uint64            `json:"repairs"`
+	Resyncs           uint64            `json:"resyncs"`
+	ConnectsPerSecond float64           `json:"connects_per_second"`
+	ResumesPerSecond  float64           `json:"resumes_per_second"`
+	UptimeSeconds     float64           `json:"uptime_seconds"`
+	Drain             drainBody         `json:"drain"`
+}
+
+type drainBody struct {
+	Closed         int64   `json:"closed"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+	now := time.Now()
+	st := s.rooms.Stats()
+	p := s.drain.Progress()
+	writeJSON(w, http.StatusOK, statsBody{
+		State:             p.State.String(),
+		Accepting:         s.drain.Accepting(),
+		Connections:       st.Members,
+		Rooms:             st.Rooms,
+		Subscriptions:     st.Subscriptions,
+		Drops:             map[string]uint64{"slow_consumer": st.SlowDrops},
+		Published:         s.published.Load(),
+		Delivered:         s.delivered.Load(),
+		Repairs:           st.Repairs,
+		Resyncs:           st.Resyncs,
+		ConnectsPerSecond: s.connects.rate(now),
+		ResumesPerSecond:  s.resumes.rate(now),
+		UptimeSeconds:     now.Sub(s.started).Seconds(),
+		Drain:             drainBody{Closed: p.Closed, ElapsedSeconds: p.Elapsed.Seconds()},
+	})
+}
+
+// startDrain begins the pod's drain; the process exits when it has finished.
+func (s *Server) startDrain(w http.ResponseWriter, _ *http.Request) {
+	if s.drain.Start() {
+		s.cfg.Logger.Info("drain requested on the admin listener")
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"state": s.drain.State().String()})
+}
+
+// shed closes up to ?count=N open streams (default 1), each with a final retry hint,
+// without draining the pod: it moves clients to other pods after a scale-out.
+func (s *Server) shed(w http.ResponseWriter, r *http.Request) {
+	n := 1
+	if v := r.URL.Query().Get("count"); v != "" {
+		c, err := strconv.Atoi(v)
+		if err != nil || c < 0 {
+			writeError(w, newError(http.StatusBadRequest, "invalid_count", "count must be a non-negative integer"))
+			return
+		}
+		n = c
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"closed": s.rooms.Shed(n)})
+}

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Server. Every zero value means "the default".
+type Config struct {
+	// RetryMin and RetryMax bound the per-connection retry: hint, drawn uniformly
+	// (default 3s and 6s).
+	RetryMin, RetryMax time.Duration
+	// Heartbeat is the interval of ": hb" comments on an idle stream (default 15s).
+	Heartbeat time.Duration
+	// WriteTimeout is the deadline of each write to a stream; a client that takes no
+	// bytes for that long is closed (default 10s).
+	WriteTimeout time.Duration
+	// MaxBody bounds a publish body, in bytes (default 64 KiB).
+	MaxBody int64
+	// MaxBatchBody bounds a POST /events body, in bytes (default 1 MiB).
+	MaxBatchBody int64
+	// MaxBatchItems bounds the items of one batch (default 1000).
+	MaxBatchItems int
+	// PublishToken, when set, is the bearer token publishers must send; when empty,
+	// only loopback clients may publish.
+	PublishToken string
+	// PublishTimeout bounds one publish's call to the log (default 5s).
+	PublishTimeout time.Duration
+	// ReplayBatch is how many history events one read fetches (default 256).
+	ReplayBatch int
+	// Registry receives the gateway's metrics and is served on /metrics (default: a
+	// new registry).
+	Registry *prometheus.Registry
+	// Logger receives request-level errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.RetryMin, 3*time.Second)
+	def(&c.RetryMax, 6*time.Second)
+	def(&c.Heartbeat, 15*time.Second)
+	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.PublishTimeout, 5*time.Second)
+	if c.MaxBody == 0 {
+		c.MaxBody = 64 << 10
+	}
+	if c.MaxBatchBody == 0 {
+		c.MaxBatchBody = 1 << 20
+	}
+	if c.MaxBatchItems == 0 {
+		c.MaxBatchItems = 1000
+	}
+	if c.ReplayBatch == 0 {
+		c.ReplayBatch = 256
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
+		return fmt.Errorf("gateway: retry range %s..%s: need 0 < min <= max", c.RetryMin, c.RetryMax)
+	case c.Heartbeat <= 0 || c.WriteTimeout <= 0 || c.PublishTimeout <= 0:
+		return errors.New("gateway: heartbeat, write timeout and publish timeout must be positive")
+	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
+		return errors.New("gateway: body limits, batch items and replay batch must be positive")
+	}
+	return nil
+}

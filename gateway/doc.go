@@ -1,0 +1,26 @@
+// Package gateway is roomcast's HTTP edge: the chi routes of the public and admin
+// listeners, SSE framing and writing, the publish and admin handlers, publisher
+// authentication, stream admission and metrics registration.
+//
+// # Streams
+//
+// The request goroutine is the stream's only writer. It joins the room (which
+// subscribes the pod to the room's doorbell), reads the history after the resume
+// point, then serves its member queue, skipping every seq it already sent, in one
+// select over the client going away, the member being closed, the queue and a
+// heartbeat timer reset after every write. Every write has a deadline. There is no
+// other goroutine per connection.
+//
+// # Must not
+//
+// Talk to Redis or hold room state: it calls replay.Log to publish and read history,
+// and rooms.Registry for live fan-out.
+//
+// # Errors
+//
+// Every error answer is a status code with a JSON body {"error","message"}. A
+// subscribe is answered with a non-200 status only when it can never succeed (a bad
+// room name, a malformed resume point); an overloaded or draining pod answers 200, a
+// longer jittered retry: and an ended stream, because EventSource gives up for good
+// on anything else.
+package gateway

@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// apiError is an error answer: a status and the JSON body {"error","message"}.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	// RetryAfter, in seconds, sets the Retry-After header when positive.
+	RetryAfter int `json:"-"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, msg string) *apiError {
+	return &apiError{Status: status, Code: code, Message: msg}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+var (
+	errNotFound         = newError(http.StatusNotFound, "not_found", "no such route")
+	errMethodNotAllowed = newError(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
+	errBadRoom          = newError(http.StatusBadRequest, "invalid_room", "room names are 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
+	errBadType          = newError(http.StatusBadRequest, "invalid_type", "event types are 1 to 64 characters of A-Z a-z 0-9 . _ - and not resync or reauth")
+	errBadLastEventID   = newError(http.StatusBadRequest, "invalid_last_event_id", "the resume point must be <epoch>:<seq> or <seq>")
+	errBadIdemKey       = newError(http.StatusBadRequest, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters")
+	errUnauthorized     = newError(http.StatusUnauthorized, "unauthorized", "publishing needs Authorization: Bearer <token>")
+	errForbidden        = newError(http.StatusForbidden, "forbidden", "with no publish token configured, only loopback clients may publish")
+	errMediaType        = newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json or text/plain")
+	errBatchMediaType   = newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "send a JSON array as application/json")
+	errInvalidJSON      = newError(http.StatusBadRequest, "invalid_json", "the body is not valid JSON")
+	errInvalidText      = newError(http.StatusBadRequest, "invalid_body", "a text/plain body must be valid UTF-8")
+	errEmptyBody        = newError(http.StatusBadRequest, "invalid_body", "the body is empty")
+)
+
+func tooLarge(limit int64) *apiError {
+	return newError(http.StatusRequestEntityTooLarge, "payload_too_large",
+		"the body exceeds "+strconv.FormatInt(limit, 10)+" bytes")
+}
+
+func unavailable(msg string) *apiError {
+	e := newError(http.StatusServiceUnavailable, "unavailable", msg)
+	e.RetryAfter = 1
+	return e
+}

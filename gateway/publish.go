@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// published is the answer to a publish: 201 {"room","epoch","seq","id"}.
+type published struct {
+	Room  string `json:"room"`
+	Epoch string `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+	ID    string `json:"id"`
+}
+
+func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
+	msg, room, aerr := s.parsePublish(w, r)
+	if aerr != nil {
+		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
+		writeError(w, aerr)
+		return
+	}
+	ev, aerr := s.append(r.Context(), room, msg)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusCreated, published{Room: room, Epoch: ev.Epoch, Seq: ev.Seq, ID: ev.ID()})
+}
+
+// parsePublish validates a single publish request in the order a client would fix
+// it: route, credential, type, key, media type, size, content.
+func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Message, string, *apiError) {
+	room := chi.URLParam(r, "room")
+	if !replay.ValidRoom(room) {
+		return replay.Message{}, "", errBadRoom
+	}
+	if aerr := s.authorizePublish(r); aerr != nil {
+		return replay.Message{}, "", aerr
+	}
+	typ := r.Header.Get("Event-Type")
+	if typ == "" {
+		typ = r.URL.Query().Get("type")
+	}
+	if typ != "" && !replay.ValidType(typ) {
+		return replay.Message{}, "", errBadType
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != "" && !validIdempotencyKey(key) {
+		return replay.Message{}, "", errBadIdemKey
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && mt != "text/plain") {
+		return replay.Message{}, "", errMediaType
+	}
+	raw, aerr := readBody(w, r, s.cfg.MaxBody)
+	if aerr != nil {
+		return replay.Message{}, "", aerr
+	}
+	body, aerr := EncodeBody(mt, raw)
+	if aerr != nil {
+		return replay.Message{}, "", aerr
+	}
+	if typ == replay.DefaultType {
+		typ = ""
+	}
+	return replay.Message{Type: typ, Body: body, IdempotencyKey: key}, room, nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, tooLarge(limit)
+	case err != nil:
+		return nil, newError(http.StatusBadRequest, "invalid_body", "the body could not be read")
+	}
+	return raw, nil
+}
+
+// EncodeBody turns a publish body into the envelope's body: JSON is compacted to one
+// line as is; text/plain (valid UTF-8) becomes a JSON string.
+func EncodeBody(mediaType string, raw []byte) (json.RawMessage, *apiError) {
+	if mediaType == "text/plain" {
+		if !utf8.Valid(raw) {
+			return nil, errInvalidText
+		}
+		b, err := json.Marshal(string(raw))
+		if err != nil {
+			return nil, errInvalidText
+		}
+		return b, nil
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errEmptyBody
+	}
+	if !json.Valid(raw) {
+		return nil, errInvalidJSON
+	}
+	var out bytes.Buffer
+	out.Grow(len(raw))
+	if err := json.Compact(&out, raw); err != nil {
+		return nil, errInvalidJSON
+	}
+	return out.Bytes(), nil
+}
+
+// validIdempotencyKey accepts 1 to 255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) == 0 || len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// append publishes one message and maps the log's errors to answers.
+func (s *Server) append(ctx context.Context, room string, msg replay.Message) (replay.Event, *apiError) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	start := time.Now()
+	ev, err := s.log.Append(ctx, room, msg)
+	if err == nil {
+		s.m.publishSeconds.Observe(time.Since(start).Seconds())
+		s.m.published.Inc()
+		s.published.Add(1)
+		return ev, nil
+	}
+	var aerr *apiError
+	switch {
+	case errors.Is(err, replay.ErrFull):
+		aerr = unavailable("the gateway holds as many rooms or bytes of history as it may; retry later")
+	case errors.Is(err, replay.ErrInvalid):
+		aerr = newError(http.StatusBadRequest, "invalid_message", "the message failed validation")
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		aerr = newError(499, "client_closed", "the client went away")
+	default:
+		// Unavailable, closed or timed out: never a hang, never a silent drop.
+		s.cfg.Logger.Warn("publish failed", "room", room, "err", err)
+		aerr = unavailable("the event log is unavailable; the event was not published")
+	}
+	s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
+	return replay.Event{}, aerr
+}

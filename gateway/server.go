@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/roomcast/roomcast/drain"
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/rooms"
+	"github.com/roomcast/roomcast/web"
+)
+
+// Server serves roomcast's public and admin listeners.
+type Server struct {
+	log   replay.Log
+	rooms *rooms.Registry
+	drain *drain.Drainer
+	cfg   Config
+	m     *metrics
+
+	tokenHash []byte // sha256 of the publish token; nil when none is set
+	started   time.Time
+	published atomic.Uint64
+	delivered atomic.Uint64
+	connects  rateMeter
+	resumes   rateMeter
+}
+
+// New returns a Server over the log, the room registry and the drain lifecycle, and
+// registers its metrics on cfg.Registry.
+func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*Server, error) {
+	if log == nil || reg == nil || dr == nil {
+		return nil, errors.New("gateway: log, registry and drainer are required")
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now()}
+	if cfg.PublishToken != "" {
+		sum := sha256.Sum256([]byte(cfg.PublishToken))
+		s.tokenHash = sum[:]
+	}
+	m, err := newMetrics(cfg.Registry, s)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	return s, nil
+}
+
+// Public is the handler of the public listener: room streams and publishing,
+// /healthz, /readyz and the web pages. Admin routes are never on it.
+func (s *Server) Public() http.Handler {
+	r := chi.NewRouter()
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.readyz)
+	r.Get("/rooms/{room}/events", s.stream)
+	r.Post("/rooms/{room}/events", s.publish)
+	r.Post("/events", s.publishBatch)
+	pages := web.Public()
+	r.NotFound(pages.ServeHTTP)
+	return r
+}
+
+// Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
+// /admin/shed, pprof and the operator page.
+func (s *Server) Admin() http.Handler {
+	r := chi.NewRouter()
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Get("/admin/stats", s.stats)
+	r.Post("/admin/drain", s.startDrain)
+	r.Post("/admin/shed", s.shed)
+	r.HandleFunc("/debug/pprof/*", pprof.Index)
+	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	pages := web.Admin()
+	r.NotFound(pages.ServeHTTP)
+	return r
+}
+
+// pinger is the optional capability of a log that can tell whether its backend is
+// reachable.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.drain.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.drain.State().String()})
+		return
+	}
+	if p, ok := s.log.(pinger); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := p.Ping(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "backend_unavailable"})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// retryMillis draws a retry hint uniformly in [lo, hi].
+func retryMillis(lo, hi time.Duration) int64 {
+	a, b := lo.Milliseconds(), hi.Milliseconds()
+	if b <= a {
+		return a
+	}
+	return a + rand.Int64N(b-a+1)
+}

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// AppendFrame appends one SSE frame. CR, LF and NUL cannot occur in id or event:
+// they would start a new field (or, for NUL, make browsers ignore the id), so they
+// are dropped. data may hold line breaks; each line becomes its own data: field, which
+// the client joins back with LF. An empty event or id is omitted.
+func AppendFrame(dst []byte, id, event string, data []byte) []byte {
+	if id != "" {
+		dst = appendField(dst, "id: ", id)
+	}
+	if event != "" {
+		dst = appendField(dst, "event: ", event)
+	}
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			break
+		}
+		dst = append(dst, "data: "...)
+		dst = append(dst, data[:i]...)
+		dst = append(dst, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, '\n', '\n')
+}
+
+func appendField(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c != '\r' && c != '\n' && c != 0 {
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '\n')
+}
+
+// EventFrame encodes ev as its SSE frame: id, event (omitted for the default type)
+// and the envelope as data. The registry calls it once per event.
+func EventFrame(ev replay.Event) []byte {
+	event := ev.Type
+	if event == replay.DefaultType {
+		event = ""
+	}
+	data := ev.AppendJSON(make([]byte, 0, len(ev.Body)+96))
+	return AppendFrame(make([]byte, 0, len(data)+len(event)+48), ev.ID(), event, data)
+}
+
+// ResyncFrame encodes the notice that the history between a reader's position and
+// head is lost: event "resync" with data {"room","epoch","seq"}, and head as its id so
+// that a reconnect resumes from there.
+func ResyncFrame(room string, head replay.Position) []byte {
+	data := make([]byte, 0, 64+len(room))
+	data = append(data, `{"room":"`...)
+	data = append(data, room...)
+	data = append(data, `","epoch":"`...)
+	data = append(data, head.Epoch...)
+	data = append(data, `","seq":`...)
+	data = strconv.AppendUint(data, head.Seq, 10)
+	data = append(data, '}')
+	return AppendFrame(make([]byte, 0, len(data)+64), head.String(), "resync", data)
+}
+
+// retryFrame is a reconnect hint: "retry: <ms>" and a blank line.
+func retryFrame(dst []byte, ms int64) []byte {
+	dst = append(dst, "retry: "...)
+	dst = strconv.AppendInt(dst, ms, 10)
+	return append(dst, '\n', '\n')
+}
+
+var heartbeatFrame = []byte(": hb\n\n")

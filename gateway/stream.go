@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/rooms"
+)
+
+// Bounds of one write batch: a stream writes whatever its queue holds, up to these,
+// then flushes once.
+const (
+	batchItems = 128
+	batchBytes = 64 << 10
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// streamWriter writes frames to one stream with a deadline per write.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (sw *streamWriter) write(p []byte) error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := sw.w.Write(p); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
+}
+
+// resumePoint reads the Last-Event-ID header, else the lastEventId query parameter.
+// The header wins: a browser sends it on automatic reconnects, while the query
+// parameter of a recreated EventSource may be stale.
+func resumePoint(r *http.Request) (replay.Position, bool, *apiError) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("lastEventId")
+	}
+	if v == "" {
+		return replay.Position{}, false, nil
+	}
+	pos, err := replay.ParsePosition(v)
+	if err != nil {
+		return replay.Position{}, false, errBadLastEventID
+	}
+	return pos, true, nil
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	room := chi.URLParam(r, "room")
+	if !replay.ValidRoom(room) {
+		writeError(w, errBadRoom)
+		return
+	}
+	from, resumed, aerr := resumePoint(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+
+	if !s.drain.Accepting() {
+		// Not accepting (draining): a longer hint and an ended stream, never a
+		// non-200, which would make EventSource give up for good.
+		s.m.streamsShed.Inc()
+		_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
+		return
+	}
+	if err := sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))); err != nil {
+		return
+	}
+	now := time.Now()
+	s.connects.add(now)
+	if resumed {
+		s.resumes.add(now)
+		s.m.streamsOpened.WithLabelValues("true").Inc()
+	} else {
+		s.m.streamsOpened.WithLabelValues("false").Inc()
+	}
+
+	ctx := r.Context()
+	m, err := s.rooms.Join(ctx, room)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("stream join failed", "room", room, "err", err)
+			s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
+			_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
+		}
+		return
+	}
+	defer s.rooms.Leave(m)
+
+	var sent replay.Position
+	if resumed {
+		if sent, err = s.replay(ctx, sw, room, from); err != nil {
+			s.end(sw, m, reasonFor(ctx, err))
+			return
+		}
+	}
+	s.end(sw, m, s.live(ctx, sw, m, sent))
+}
+
+// replay writes the history after from and returns the position the stream has
+// reached. When from cannot be continued it writes a resync at the head instead.
+func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from replay.Position) (replay.Position, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	after := from
+	for {
+		evs, head, err := s.log.Since(ctx, room, after, s.cfg.ReplayBatch)
+		if errors.Is(err, replay.ErrGap) {
+			s.m.resyncsSent.Inc()
+			return head, sw.write(ResyncFrame(room, head))
+		}
+		if err != nil {
+			return after, err
+		}
+		buf := (*bp)[:0]
+		for _, ev := range evs {
+			buf = append(buf, EventFrame(ev)...)
+			after = ev.Position()
+		}
+		if len(buf) > 0 {
+			if err := sw.write(buf); err != nil {
+				return after, err
+			}
+			s.countDelivered(len(evs))
+		}
+		*bp = buf[:0]
+		if after.Epoch == "" {
+			// A bare seq in the current epoch: pin it, so that live events are
+			// deduplicated against it.
+			after.Epoch = head.Epoch
+		}
+		if len(evs) < s.cfg.ReplayBatch {
+			return after, nil
+		}
+	}
+}
+
+// live serves the member's queue until the stream ends, skipping whatever the
+// history already covered. It returns why the stream ended.
+func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, sent replay.Position) rooms.Reason {
+	hb := time.NewTimer(s.cfg.Heartbeat)
+	defer hb.Stop()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	q := m.Queue()
+	for {
+		select {
+		case <-ctx.Done():
+			return rooms.ReasonClientGone
+		case <-m.Done():
+			return m.Reason()
+		case <-hb.C:
+			if err := sw.write(heartbeatFrame); err != nil {
+				return rooms.ReasonWriteFailed
+			}
+			hb.Reset(s.cfg.Heartbeat)
+		case it := <-q:
+			buf, n := (*bp)[:0], 0
+			for {
+				buf, n = s.appendItem(buf, n, it, m.Room(), &sent)
+				m.Release(it)
+				if len(buf) >= batchBytes || n >= batchItems {
+					break
+				}
+				more := false
+				select {
+				case it = <-q:
+					more = true
+				default:
+				}
+				if !more {
+					break
+				}
+			}
+			*bp = buf[:0]
+			if len(buf) == 0 {
+				continue
+			}
+			if err := sw.write(buf); err != nil {
+				return rooms.ReasonWriteFailed
+			}
+			s.countDelivered(n)
+			hb.Reset(s.cfg.Heartbeat)
+		}
+	}
+}
+
+// appendItem appends it's frame unless the stream already sent that position. A live
+// event from an epoch other than the one the stream is in is preceded by a resync, so
+// two histories are never mixed silently.
+func (s *Server) appendItem(buf []byte, n int, it *rooms.Item, room string, sent *replay.Position) ([]byte, int) {
+	switch {
+	case it.Resync:
+		s.m.resyncsSent.Inc()
+	case it.Pos.Epoch == sent.Epoch && it.Pos.Seq <= sent.Seq:
+		return buf, n
+	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
+		s.m.resyncsSent.Inc()
+		buf = append(buf, ResyncFrame(room, replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1})...)
+		fallthrough
+	default:
+		n++
+	}
+	*sent = it.Pos
+	return append(buf, it.Frame...), n
+}
+
+func (s *Server) countDelivered(n int) {
+	s.delivered.Add(uint64(n))
+	s.m.delivered.Add(float64(n))
+}
+
+// end finishes a stream. A stream moved away by a drain or shed gets a final
+// jittered retry hint so that reconnects spread out.
+func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
+	m.Close(reason)
+	reason = m.Reason()
+	if reason == rooms.ReasonShed || reason == rooms.ReasonShutdown {
+		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+	}
+	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
+}
+
+func reasonFor(ctx context.Context, err error) rooms.Reason {
+	if ctx.Err() != nil {
+		return rooms.ReasonClientGone
+	}
+	if errors.Is(err, replay.ErrUnavailable) || errors.Is(err, replay.ErrClosed) {
+		return rooms.ReasonUnavailable
+	}
+	return rooms.ReasonWriteFailed
+}

@@ -1,0 +1,141 @@
+package replay
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Event is one published message as every reader sees it: the envelope of the wire
+// protocol.
+type Event struct {
+	Room  string
+	Epoch string
+	Seq   uint64
+	// TS is the publish time in Unix milliseconds.
+	TS   int64
+	Type string
+	// Body is compact, single-line JSON. It is shared by every reader: never modify it.
+	Body json.RawMessage
+}
+
+// Message is what a publisher hands to Log.Append.
+type Message struct {
+	// Type is the SSE event type; empty means DefaultType.
+	Type string
+	// Body is compact JSON (no raw newlines), validated by the caller.
+	Body json.RawMessage
+	// IdempotencyKey, when set, makes a retried Append inside the key's TTL return the
+	// original event instead of publishing a new one.
+	IdempotencyKey string
+}
+
+// DefaultType is the event type of an event published without one. SSE frames omit it.
+const DefaultType = "message"
+
+// Position is a place in a room's history: the last event a reader has seen.
+// The zero Position is "before the first event of whatever epoch is current".
+type Position struct {
+	// Epoch is empty for a bare seq ("in the current epoch") and for a room that has
+	// no history yet.
+	Epoch string
+	Seq   uint64
+}
+
+// String formats p as an event id, "<epoch>:<seq>", or a bare "<seq>" without epoch.
+func (p Position) String() string {
+	if p.Epoch == "" {
+		return strconv.FormatUint(p.Seq, 10)
+	}
+	return p.Epoch + ":" + strconv.FormatUint(p.Seq, 10)
+}
+
+// Position is the event's own place in its room's history.
+func (e Event) Position() Position { return Position{Epoch: e.Epoch, Seq: e.Seq} }
+
+// ID is the event's SSE id, "<epoch>:<seq>".
+func (e Event) ID() string { return e.Position().String() }
+
+// AppendJSON appends the envelope as one line of compact JSON:
+// {"room","epoch","seq","ts","type","body"}.
+func (e Event) AppendJSON(dst []byte) []byte {
+	// Room, epoch and type are validated to characters that need no JSON escaping;
+	// Body is compact JSON already.
+	dst = append(dst, `{"room":"`...)
+	dst = append(dst, e.Room...)
+	dst = append(dst, `","epoch":"`...)
+	dst = append(dst, e.Epoch...)
+	dst = append(dst, `","seq":`...)
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	dst = append(dst, `,"ts":`...)
+	dst = strconv.AppendInt(dst, e.TS, 10)
+	dst = append(dst, `,"type":"`...)
+	dst = append(dst, e.typeName()...)
+	dst = append(dst, `","body":`...)
+	if len(e.Body) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, e.Body...)
+	}
+	return append(dst, '}')
+}
+
+func (e Event) typeName() string {
+	if e.Type == "" {
+		return DefaultType
+	}
+	return e.Type
+}
+
+// ErrBadPosition is returned by ParsePosition for anything but "<seq>" or
+// "<epoch>:<seq>".
+var ErrBadPosition = errors.New("replay: malformed event id")
+
+// maxEpochLen bounds an epoch's length; ours are 8 characters.
+const maxEpochLen = 32
+
+// ParsePosition parses a resume point: "<epoch>:<seq>" or a bare "<seq>" meaning the
+// current epoch. Surrounding spaces are ignored; an empty string is an error.
+func ParsePosition(s string) (Position, error) {
+	s = strings.TrimSpace(s)
+	epoch, seqText, found := strings.Cut(s, ":")
+	if !found {
+		epoch, seqText = "", s
+	} else if !validEpoch(epoch) {
+		return Position{}, ErrBadPosition
+	}
+	seq, ok := parseSeq(seqText)
+	if !ok {
+		return Position{}, ErrBadPosition
+	}
+	return Position{Epoch: epoch, Seq: seq}, nil
+}
+
+// parseSeq accepts plain decimal digits only: no sign, no spaces, at most 20 digits,
+// no overflow.
+func parseSeq(s string) (uint64, bool) {
+	if len(s) == 0 || len(s) > 20 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+func validEpoch(s string) bool {
+	if len(s) == 0 || len(s) > maxEpochLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

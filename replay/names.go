@@ -1,0 +1,47 @@
+package replay
+
+// Room names and event types are validated before anything else touches them: a room
+// name ends up in log keys and doorbell channels (where "{" or "}" would change the
+// Redis hash slot), and a type ends up in an SSE "event:" field (where CR or LF would
+// inject fields).
+
+// MaxRoomLen and MaxTypeLen bound room names and event types.
+const (
+	MaxRoomLen = 128
+	MaxTypeLen = 64
+)
+
+// ValidRoom reports whether name matches [A-Za-z0-9._~-]{1,128}.
+func ValidRoom(name string) bool {
+	if len(name) == 0 || len(name) > MaxRoomLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !roomByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidType reports whether t matches [A-Za-z0-9._-]{1,64} and is not a name the
+// gateway sends itself (see Reserved).
+func ValidType(t string) bool {
+	if len(t) == 0 || len(t) > MaxTypeLen || Reserved(t) {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c == '~' || !roomByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Reserved reports whether t is an event type only the gateway may send.
+func Reserved(t string) bool { return t == "resync" || t == "reauth" }
+
+func roomByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == '~' || c == '-'
+}

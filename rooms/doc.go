@@ -1,0 +1,29 @@
+// Package rooms is the pod-local registry: which streams are members of which room,
+// one bus subscription per room however many members it has, fan-out of each event
+// into bounded per-member queues, and per-room gap detection and repair from the log.
+//
+// # Flow
+//
+// The first Join of a room subscribes to the bus (concurrent joins share that one
+// pending subscribe; a failed subscribe is rolled back and every waiter gets the
+// error), then reads the room's head as the baseline for gap detection. The last
+// Leave starts a short linger; a room still empty when it ends is unsubscribed.
+//
+// A ring with seq == last+1 in the room's epoch is delivered at once: its SSE frame
+// is encoded once and sent, without blocking, to every member's queue. Anything else
+// (a gap, a new epoch, the bus saying it may have missed events) starts a repair: one
+// goroutine per room reads the log from the last delivered position and delivers in
+// order; rings that arrive meanwhile only mark the room dirty, so the repair reads
+// again. When the log cannot fill the gap every member gets a resync item.
+//
+// # Must not
+//
+// Block on any one member: a member whose queue is full is closed with
+// ReasonSlowConsumer and resumes by id. rooms knows nothing about HTTP; the caller
+// supplies the frame encoder.
+//
+// # Concurrency
+//
+// Lock order: shard mutex, then room mutex. Neither is held across bus or log I/O;
+// fan-out happens under the room mutex with non-blocking sends only.
+package rooms

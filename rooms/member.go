@@ -1,0 +1,79 @@
+package rooms
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// Item is one entry of a member's queue: an event's SSE frame, shared by every member
+// that receives it, or a resync notice.
+type Item struct {
+	// Pos is the event's position or, for a resync, the position the stream continues
+	// after.
+	Pos replay.Position
+	// Frame is the encoded SSE frame. Read-only: it is shared.
+	Frame []byte
+	// Resync marks a notice that the history between the member's last event and Pos
+	// is lost.
+	Resync bool
+}
+
+// Member is one stream's place in a room.
+type Member struct {
+	room     *room
+	queue    chan *Item
+	bytes    atomic.Int64
+	maxBytes int64
+
+	done   chan struct{}
+	once   sync.Once
+	reason atomic.Int32
+}
+
+// Room is the room's name.
+func (m *Member) Room() string { return m.room.name }
+
+// Queue delivers the member's items in order. After taking an item the reader must
+// call Release.
+func (m *Member) Queue() <-chan *Item { return m.queue }
+
+// Release gives back the queue budget held by an item taken from Queue.
+func (m *Member) Release(it *Item) { m.bytes.Add(-int64(len(it.Frame))) }
+
+// Done is closed when the member is closed: read Reason to learn why.
+func (m *Member) Done() <-chan struct{} { return m.done }
+
+// Reason is why the member was closed, or 0 while it is open.
+func (m *Member) Reason() Reason { return Reason(m.reason.Load()) }
+
+// Close closes the member with reason; only the first reason counts. It does not
+// remove the member from its room: the stream does that with Registry.Leave.
+func (m *Member) Close(r Reason) bool {
+	closed := false
+	m.once.Do(func() {
+		m.reason.Store(int32(r))
+		close(m.done)
+		closed = true
+	})
+	return closed
+}
+
+// offer queues it without blocking; it reports false when the queue is full by count
+// or by bytes.
+func (m *Member) offer(it *Item) bool {
+	n := int64(len(it.Frame))
+	// A single frame larger than the budget still passes into an empty queue.
+	if total := m.bytes.Add(n); total > m.maxBytes && total != n {
+		m.bytes.Add(-n)
+		return false
+	}
+	select {
+	case m.queue <- it:
+		return true
+	default:
+		m.bytes.Add(-n)
+		return false
+	}
+}

@@ -1,0 +1,452 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// Bus is the doorbell the registry subscribes rooms on: one subscription per room
+// per process. replay.Log implementations satisfy it.
+type Bus interface {
+	// Subscribe calls ring for every event of room from now on, in order; a ring
+	// with a zero Event means "events may have been missed: read the log". ring must
+	// not block.
+	Subscribe(ctx context.Context, room string, ring func(replay.Event)) error
+	Unsubscribe(ctx context.Context, room string) error
+}
+
+// Log is the history the registry repairs gaps from.
+type Log interface {
+	Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error)
+	Head(ctx context.Context, room string) (replay.Position, error)
+}
+
+// Config configures a Registry. Every zero value means "the default".
+type Config struct {
+	// Queue is each member's queue length, in events (default 256).
+	Queue int
+	// QueueBytes bounds the frame bytes waiting in each member's queue (default 4 MiB).
+	QueueBytes int64
+	// Linger is how long an empty room keeps its bus subscription (default 2s; a
+	// negative value unsubscribes at once).
+	Linger time.Duration
+	// RepairBatch is how many events one repair read asks the log for (default 256).
+	RepairBatch int
+	// IOTimeout bounds each bus or log call the registry makes (default 5s).
+	IOTimeout time.Duration
+	// Frame encodes an event's SSE frame; it is called once per event, not per member.
+	// Required.
+	Frame func(replay.Event) []byte
+	// ResyncFrame encodes the resync notice for room at head. Required.
+	ResyncFrame func(room string, head replay.Position) []byte
+	// Logger receives the registry's own errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// ErrClosed is returned by Join after Close.
+var ErrClosed = errors.New("rooms: registry closed")
+
+const regShards = 64
+
+// Registry is the pod-local room registry. See the package documentation.
+type Registry struct {
+	bus  Bus
+	log  Log
+	cfg  Config
+	seed maphash.Seed
+
+	shards [regShards]shard
+
+	members       atomic.Int64
+	rooms         atomic.Int64
+	subscriptions atomic.Int64
+	slowDrops     atomic.Uint64
+	repairs       atomic.Uint64
+	resyncs       atomic.Uint64
+	closed        atomic.Bool
+
+	wg   sync.WaitGroup // open, repair and expire goroutines
+	stop chan struct{}
+}
+
+type shard struct {
+	mu      sync.Mutex
+	rooms   map[string]*room
+	leaving map[string]chan struct{} // rooms whose Unsubscribe is in flight
+}
+
+type room struct {
+	name  string
+	ready chan struct{} // closed once subscribed and baselined, or failed
+	err   error         // written before ready is closed
+
+	mu        sync.Mutex
+	members   map[*Member]struct{}
+	refs      int // members plus joiners waiting for ready
+	gone      bool
+	lingerGen uint64
+	linger    *time.Timer
+	pos       replay.Position // last position delivered to members
+	syncing   bool            // a repair (or the initial baseline) is running
+	dirty     bool            // a ring arrived while syncing
+}
+
+// New returns a Registry over bus and log.
+func New(bus Bus, log Log, cfg Config) (*Registry, error) {
+	if cfg.Queue == 0 {
+		cfg.Queue = 256
+	}
+	if cfg.QueueBytes == 0 {
+		cfg.QueueBytes = 4 << 20
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 2 * time.Second
+	}
+	if cfg.RepairBatch == 0 {
+		cfg.RepairBatch = 256
+	}
+	if cfg.IOTimeout == 0 {
+		cfg.IOTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	switch {
+	case bus == nil || log == nil:
+		return nil, errors.New("rooms: bus and log are required")
+	case cfg.Frame == nil || cfg.ResyncFrame == nil:
+		return nil, errors.New("rooms: Frame and ResyncFrame are required")
+	case cfg.Queue < 1 || cfg.QueueBytes < 1 || cfg.RepairBatch < 1 || cfg.IOTimeout < 0:
+		return nil, fmt.Errorf("rooms: queue %d, queue bytes %d and repair batch %d must be positive",
+			cfg.Queue, cfg.QueueBytes, cfg.RepairBatch)
+	}
+	g := &Registry{bus: bus, log: log, cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
+	for i := range g.shards {
+		g.shards[i].rooms = make(map[string]*room)
+		g.shards[i].leaving = make(map[string]chan struct{})
+	}
+	return g, nil
+}
+
+func (g *Registry) shard(name string) *shard {
+	return &g.shards[maphash.String(g.seed, name)%regShards]
+}
+
+// Join makes a new member of room, subscribing the room on the bus if this is its
+// first member. It returns once the room is subscribed and baselined, so history the
+// caller reads afterwards overlaps whatever the member receives live.
+func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
+	for {
+		if g.closed.Load() {
+			return nil, ErrClosed
+		}
+		r, wait := g.ref(name)
+		if wait != nil {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("rooms: join %q: %w", name, ctx.Err())
+			}
+		}
+		select {
+		case <-r.ready:
+		case <-ctx.Done():
+			g.unref(r)
+			return nil, fmt.Errorf("rooms: join %q: %w", name, ctx.Err())
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes, done: make(chan struct{})}
+		r.mu.Lock()
+		if r.gone {
+			r.mu.Unlock()
+			if g.closed.Load() {
+				return nil, ErrClosed
+			}
+			continue
+		}
+		r.members[m] = struct{}{}
+		r.mu.Unlock()
+		g.members.Add(1)
+		return m, nil
+	}
+}
+
+// ref takes a reference on the room, creating and opening it when needed. When the
+// room's previous subscription is still being released it returns a channel to wait
+// on instead.
+func (g *Registry) ref(name string) (*room, <-chan struct{}) {
+	s := g.shard(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rooms[name]; r != nil {
+		r.mu.Lock()
+		r.refs++
+		r.stopLingerLocked(g)
+		r.mu.Unlock()
+		return r, nil
+	}
+	if wait := s.leaving[name]; wait != nil {
+		return nil, wait
+	}
+	r := &room{name: name, ready: make(chan struct{}), members: make(map[*Member]struct{}), refs: 1, syncing: true}
+	s.rooms[name] = r
+	g.rooms.Add(1)
+	g.wg.Add(1)
+	go g.open(r)
+	return r, nil
+}
+
+// open subscribes the room and reads its head as the baseline for gap detection. On
+// failure the room is removed and every waiting joiner gets the error.
+func (g *Registry) open(r *room) {
+	defer g.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
+	defer cancel()
+	err := g.bus.Subscribe(ctx, r.name, r.ringer(g))
+	var head replay.Position
+	if err == nil {
+		if head, err = g.log.Head(ctx, r.name); err != nil {
+			_ = g.bus.Unsubscribe(ctx, r.name)
+		}
+	}
+	if err != nil {
+		s := g.shard(r.name)
+		s.mu.Lock()
+		delete(s.rooms, r.name)
+		s.mu.Unlock()
+		g.rooms.Add(-1)
+		r.mu.Lock()
+		r.gone = true
+		r.mu.Unlock()
+		r.err = fmt.Errorf("rooms: join %q: %w", r.name, err)
+		close(r.ready)
+		return
+	}
+	g.subscriptions.Add(1)
+	r.mu.Lock()
+	if r.gone { // the registry closed while the room was opening
+		r.err = ErrClosed
+		close(r.ready)
+		r.mu.Unlock()
+		g.unsubscribe(r.name)
+		return
+	}
+	r.pos = head
+	if r.dirty {
+		g.startRepairLocked(r)
+	} else {
+		r.syncing = false
+	}
+	close(r.ready)
+	if r.refs == 0 {
+		r.startLingerLocked(g)
+	}
+	r.mu.Unlock()
+}
+
+// unref drops a joiner's reference taken by ref.
+func (g *Registry) unref(r *room) {
+	r.mu.Lock()
+	r.refs--
+	if r.refs == 0 && isClosed(r.ready) && r.err == nil {
+		r.startLingerLocked(g)
+	}
+	r.mu.Unlock()
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Leave removes m from its room and closes it with ReasonClientGone unless it was
+// closed already. The last member's leave starts the room's linger.
+func (g *Registry) Leave(m *Member) {
+	m.Close(ReasonClientGone)
+	r := m.room
+	r.mu.Lock()
+	if _, ok := r.members[m]; ok {
+		delete(r.members, m)
+		g.members.Add(-1)
+		r.refs--
+		if r.refs == 0 && !r.gone {
+			r.startLingerLocked(g)
+		}
+	}
+	r.mu.Unlock()
+}
+
+func (r *room) startLingerLocked(g *Registry) {
+	r.stopLingerLocked(g)
+	gen := r.lingerGen
+	g.wg.Add(1)
+	r.linger = time.AfterFunc(max(g.cfg.Linger, 0), func() { g.expire(r, gen) })
+}
+
+func (r *room) stopLingerLocked(g *Registry) {
+	r.lingerGen++
+	if r.linger != nil && r.linger.Stop() {
+		g.wg.Done()
+	}
+	r.linger = nil
+}
+
+// expire unsubscribes a room that stayed empty for the linger. A join that arrives
+// meanwhile waits for the unsubscribe to finish before it subscribes again.
+func (g *Registry) expire(r *room, gen uint64) {
+	defer g.wg.Done()
+	s := g.shard(r.name)
+	s.mu.Lock()
+	r.mu.Lock()
+	if r.lingerGen != gen || r.refs > 0 || r.gone {
+		r.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	r.gone = true
+	r.linger = nil
+	r.mu.Unlock()
+	delete(s.rooms, r.name)
+	left := make(chan struct{})
+	s.leaving[r.name] = left
+	s.mu.Unlock()
+
+	g.unsubscribe(r.name)
+
+	s.mu.Lock()
+	delete(s.leaving, r.name)
+	s.mu.Unlock()
+	close(left)
+}
+
+func (g *Registry) unsubscribe(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
+	defer cancel()
+	if err := g.bus.Unsubscribe(ctx, name); err != nil {
+		g.cfg.Logger.Warn("room unsubscribe failed", "room", name, "err", err)
+	}
+	g.subscriptions.Add(-1)
+	g.rooms.Add(-1)
+}
+
+// ringer returns the doorbell callback for r. It never blocks: the fast path fans out
+// under the room lock with non-blocking sends; anything out of order starts a repair.
+func (r *room) ringer(g *Registry) func(replay.Event) {
+	return func(ev replay.Event) {
+		var it *Item
+		if ev.Seq != 0 {
+			it = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev)}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case r.gone:
+		case r.syncing:
+			r.dirty = true
+		case it == nil:
+			g.startRepairLocked(r)
+		case ev.Epoch == r.pos.Epoch && ev.Seq <= r.pos.Seq:
+			// Already delivered (a repair read it first).
+		case ev.Epoch == r.pos.Epoch && ev.Seq == r.pos.Seq+1,
+			r.pos == (replay.Position{}) && ev.Seq == 1:
+			r.pos = it.Pos
+			g.fanoutLocked(r, it)
+		default:
+			g.startRepairLocked(r)
+		}
+	}
+}
+
+func (g *Registry) startRepairLocked(r *room) {
+	r.syncing = true
+	r.dirty = false
+	g.repairs.Add(1)
+	g.wg.Add(1)
+	go g.repair(r)
+}
+
+// repair reads the log from the room's last delivered position and delivers in order
+// until it is caught up and no ring arrived meanwhile.
+func (g *Registry) repair(r *room) {
+	defer g.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		r.mu.Lock()
+		if r.gone {
+			r.syncing = false
+			r.mu.Unlock()
+			return
+		}
+		from := r.pos
+		r.dirty = false
+		r.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
+		evs, head, err := g.log.Since(ctx, r.name, from, g.cfg.RepairBatch)
+		cancel()
+		if err != nil && !errors.Is(err, replay.ErrGap) {
+			g.cfg.Logger.Warn("room repair read failed", "room", r.name, "err", err)
+			select {
+			case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+			case <-g.stop:
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		items := make([]*Item, len(evs))
+		for i, ev := range evs {
+			items[i] = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev)}
+		}
+
+		r.mu.Lock()
+		if r.pos == from {
+			if err != nil { // ErrGap: the log cannot fill the hole.
+				r.pos = head
+				g.resyncs.Add(1)
+				g.fanoutLocked(r, &Item{Pos: head, Frame: g.cfg.ResyncFrame(r.name, head), Resync: true})
+			}
+			for _, it := range items {
+				r.pos = it.Pos
+				g.fanoutLocked(r, it)
+			}
+		}
+		caughtUp := err != nil || len(evs) < g.cfg.RepairBatch
+		if caughtUp && !r.dirty {
+			r.syncing = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+	}
+}
+
+// fanoutLocked offers it to every open member without blocking. A member that cannot
+// take it is closed as a slow consumer; its stream leaves and the client resumes by id.
+func (g *Registry) fanoutLocked(r *room, it *Item) {
+	for m := range r.members {
+		if m.reason.Load() != 0 {
+			continue
+		}
+		if !m.offer(it) && m.Close(ReasonSlowConsumer) {
+			g.slowDrops.Add(1)
+		}
+	}
+}
