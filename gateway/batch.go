@@ -44,7 +44,7 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	var items []batchItem
+	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
 		writeError(w, newError(http.StatusBadRequest, "invalid_json", "the body must be a JSON array of {room, type, body}"))
 		return
@@ -58,8 +58,13 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]batchResult, len(items))
-	for i, it := range items {
+	for i, rawItem := range items {
 		res := &results[i]
+		var it batchItem
+		if err := json.Unmarshal(rawItem, &it); err != nil {
+			res.Status, res.Error, res.Message = http.StatusBadRequest, "invalid_item", "an item must be an object {room, type, body}"
+			continue
+		}
 		res.Room = it.Room
 		msg, aerr := s.validateItem(it)
 		if aerr == nil {

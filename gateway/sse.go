@@ -19,7 +19,10 @@ func AppendFrame(dst []byte, id, event string, data []byte) []byte {
 		dst = appendField(dst, "event: ", event)
 	}
 	for {
-		i := bytes.IndexAny(data, "\r\n")
+		i := bytes.IndexByte(data, '\n')
+		if j := bytes.IndexByte(data, '\r'); j >= 0 && (i < 0 || j < i) {
+			i = j
+		}
 		if i < 0 {
 			break
 		}
@@ -47,14 +50,45 @@ func appendField(dst []byte, name, value string) []byte {
 }
 
 // EventFrame encodes ev as its SSE frame: id, event (omitted for the default type)
-// and the envelope as data. The registry calls it once per event.
+// and the envelope as data. The registry calls it once per event, not per member, so
+// it builds the frame in one allocation; anything that could break a field (a line
+// break in the body, CR, LF or NUL in the epoch or type) takes the general path.
 func EventFrame(ev replay.Event) []byte {
 	event := ev.Type
 	if event == replay.DefaultType {
 		event = ""
 	}
-	data := ev.AppendJSON(make([]byte, 0, len(ev.Body)+96))
-	return AppendFrame(make([]byte, 0, len(data)+len(event)+48), ev.ID(), event, data)
+	if !plainField(ev.Epoch) || !plainField(event) || !plainField(ev.Room) || hasLineBreak(ev.Body) {
+		return AppendFrame(nil, ev.ID(), event, ev.AppendJSON(nil))
+	}
+	b := make([]byte, 0, len(ev.Body)+2*len(ev.Epoch)+2*len(event)+len(ev.Room)+112)
+	b = append(b, "id: "...)
+	b = append(b, ev.Epoch...)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, ev.Seq, 10)
+	b = append(b, '\n')
+	if event != "" {
+		b = append(b, "event: "...)
+		b = append(b, event...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = ev.AppendJSON(b)
+	return append(b, '\n', '\n')
+}
+
+// plainField reports whether s can stand in an SSE field and a JSON string as is.
+func plainField(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func hasLineBreak(b []byte) bool {
+	return bytes.IndexByte(b, '\n') >= 0 || bytes.IndexByte(b, '\r') >= 0
 }
 
 // ResyncFrame encodes the notice that the history between a reader's position and

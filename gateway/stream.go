@@ -234,10 +234,16 @@ func (s *Server) countDelivered(n int) {
 func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 	m.Close(reason)
 	reason = m.Reason()
-	if reason == rooms.ReasonShed || reason == rooms.ReasonShutdown {
-		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
-	}
 	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
+	switch reason {
+	case rooms.ReasonShed, rooms.ReasonShutdown:
+		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
+		// Drop the connection rather than end the response cleanly: a client that
+		// does not read would otherwise keep the socket as an idle keep-alive
+		// connection. The client sees a network error and resumes by id.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func reasonFor(ctx context.Context, err error) rooms.Reason {

@@ -345,11 +345,19 @@ func (l *MemoryLog) sinceLocked(r *memRoom, after Position, limit int) (head Pos
 
 // Head implements Log.
 func (l *MemoryLog) Head(ctx context.Context, room string) (Position, error) {
-	_, head, err := l.Since(ctx, room, Position{}, 0)
-	if err != nil {
-		return Position{}, err
+	if l.closed.Load() {
+		return Position{}, ErrClosed
 	}
-	return head, nil
+	r := l.lookup(room)
+	if r == nil {
+		return Position{}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dead || r.epoch == "" || l.cfg.Now().Sub(r.active) > l.cfg.HistoryTTL {
+		return Position{}, nil
+	}
+	return Position{Epoch: r.epoch, Seq: r.seq}, nil
 }
 
 // Subscribe implements Log.

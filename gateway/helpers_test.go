@@ -1,0 +1,284 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/drain"
+	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/rooms"
+)
+
+// pod is a complete single-pod gateway on httptest servers: the real router, the real
+// memory log, registry and drainer.
+type pod struct {
+	log    *replay.MemoryLog
+	rooms  *rooms.Registry
+	drain  *drain.Drainer
+	srv    *gateway.Server
+	public *httptest.Server
+	admin  *httptest.Server
+	// closedConns receives the remote address of every public connection the server
+	// closes.
+	closedConns chan string
+}
+
+type podConfig struct {
+	gw      gateway.Config
+	history int
+	queue   int
+	drain   drain.Config
+}
+
+func newPod(t testing.TB, pc podConfig) *pod {
+	t.Helper()
+	log, err := replay.NewMemoryLog(replay.MemoryConfig{History: pc.history})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := rooms.New(log, log, rooms.Config{
+		Queue: pc.queue, Linger: 10 * time.Millisecond,
+		Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.drain.Logger == nil {
+		pc.drain.Logger = slog.New(slog.DiscardHandler)
+	}
+	if pc.drain.Timeout == 0 {
+		pc.drain.Timeout = 10 * time.Second
+	}
+	dr, err := drain.New(reg, pc.drain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.gw.RetryMin == 0 {
+		pc.gw.RetryMin, pc.gw.RetryMax = 3*time.Second, 6*time.Second
+	}
+	srv, err := gateway.New(log, reg, dr, pc.gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pod{log: log, rooms: reg, drain: dr, srv: srv, closedConns: make(chan string, 1024),
+		public: httptest.NewUnstartedServer(srv.Public()), admin: httptest.NewServer(srv.Admin())}
+	p.public.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			select {
+			case p.closedConns <- c.RemoteAddr().String():
+			default:
+			}
+		}
+	}
+	p.public.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = reg.CloseAll(ctx)
+		p.public.Close()
+		p.admin.Close()
+		_ = reg.Close(ctx)
+		_ = log.Close(ctx)
+	})
+	return p
+}
+
+// publish posts a JSON body and returns the answer's event id.
+func (p *pod) publish(t testing.TB, room, body string) string {
+	t.Helper()
+	res := do(t, http.MethodPost, p.public.URL+"/rooms/"+room+"/events", body, "Content-Type", "application/json")
+	if res.status != http.StatusCreated {
+		t.Fatalf("publish to %s: %d %s", room, res.status, res.body)
+	}
+	var out struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(res.body), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.ID
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends one request; headers come as name, value pairs.
+func do(t testing.TB, method, url, body string, headers ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+// frame is one decoded SSE dispatch (or a retry/comment-only block).
+type frame struct {
+	id, event, data string
+	hasID           bool
+	retry           int
+	comment         string
+}
+
+func (f frame) seq(t testing.TB) uint64 {
+	t.Helper()
+	_, s, _ := strings.Cut(f.id, ":")
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("frame id %q", f.id)
+	}
+	return n
+}
+
+// stream is an open SSE response read by a small decoder.
+type stream struct {
+	t      testing.TB
+	res    *http.Response
+	cancel context.CancelFunc
+	frames chan frame
+	ended  chan struct{}
+}
+
+// subscribe opens room's stream; headers come as name, value pairs.
+func (p *pod) subscribe(t testing.TB, room, query string, headers ...string) *stream {
+	t.Helper()
+	url := p.public.URL + "/rooms/" + room + "/events"
+	if query != "" {
+		url += "?" + query
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	s := &stream{t: t, res: res, cancel: cancel, frames: make(chan frame, 1<<16), ended: make(chan struct{})}
+	go s.read()
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *stream) close() {
+	s.cancel()
+	<-s.ended
+	s.res.Body.Close()
+}
+
+func (s *stream) read() {
+	defer close(s.ended)
+	defer close(s.frames)
+	br := bufio.NewReaderSize(s.res.Body, 1<<20)
+	var f frame
+	var data []string
+	var any bool
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if line == "" {
+			if any {
+				f.data = strings.Join(data, "\n")
+				s.frames <- f
+			}
+			f, data, any = frame{}, nil, false
+			continue
+		}
+		any = true
+		name, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch name {
+		case "":
+			f.comment = value
+		case "id":
+			f.id, f.hasID = value, true
+		case "event":
+			f.event = value
+		case "data":
+			data = append(data, value)
+		case "retry":
+			f.retry, _ = strconv.Atoi(value)
+		}
+	}
+}
+
+// next returns the next frame that is not a comment or a bare retry hint.
+func (s *stream) next() frame {
+	s.t.Helper()
+	for {
+		f, ok := s.nextAny()
+		if !ok {
+			s.t.Fatal("stream ended while an event was expected")
+		}
+		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) {
+			return f
+		}
+	}
+}
+
+// nextAny returns the next frame of any kind; false when the stream ended.
+func (s *stream) nextAny() (frame, bool) {
+	s.t.Helper()
+	select {
+	case f, ok := <-s.frames:
+		return f, ok
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("no frame within 10s")
+		return frame{}, false
+	}
+}
+
+// waitEnd reads until the server ends the stream and returns the frames it sent on
+// the way.
+func (s *stream) waitEnd() []frame {
+	s.t.Helper()
+	var out []frame
+	for {
+		f, ok := s.nextAny()
+		if !ok {
+			return out
+		}
+		out = append(out, f)
+	}
+}
+
+// eventually polls cond until it holds or 10s pass: for states that no event
+// announces (a counter settling after a connection closes).
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -1,0 +1,126 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway"
+)
+
+// TestSlowConsumerIsClosedAndMemoryStaysBounded publishes 8,000 events of 8 KB to a
+// room with one client that never reads and one that does. The reader must get every
+// event in order (resuming by id if it is ever dropped), the stalled client must be
+// closed, and the heap must stay far below what keeping every event for the stalled
+// client would take (8,000 × 8 KB = 64 MB of bodies, twice that with frames).
+func TestSlowConsumerIsClosedAndMemoryStaysBounded(t *testing.T) {
+	const total, size = 8000, 8 << 10
+	const heapCeiling = 48 << 20
+	p := newPod(t, podConfig{history: 100, gw: gateway.Config{WriteTimeout: 500 * time.Millisecond}})
+
+	stalled, err := net.Dial("tcp", p.public.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	// A tiny receive buffer so that the kernel cannot absorb the whole room.
+	_ = stalled.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(stalled, "GET /rooms/big/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	eventually(t, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
+
+	var got []uint64
+	var reconnects int
+	readerDone := make(chan struct{})
+	reader := p.subscribe(t, "big", "")
+	eventually(t, "reader joined", func() bool { return p.rooms.Len() == 2 })
+	go func() {
+		defer close(readerDone)
+		s, last := reader, ""
+		for len(got) < total {
+			f, ok := s.nextAny()
+			if !ok { // dropped: resume by id, as every client does
+				reconnects++
+				s = p.subscribe(t, "big", "", "Last-Event-ID", last)
+				continue
+			}
+			if f.data == "" {
+				continue
+			}
+			got = append(got, f.seq(t))
+			last = f.id
+		}
+	}()
+
+	body := `"` + strings.Repeat("x", size-2) + `"`
+	var peak uint64
+	var ms runtime.MemStats
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			for i := 0; i < total/4; i++ {
+				res := do(t, http.MethodPost, p.public.URL+"/rooms/big/events", body, "Content-Type", "application/json")
+				if res.status != http.StatusCreated {
+					t.Errorf("publish: %d %s", res.status, res.body)
+					return
+				}
+			}
+		})
+	}
+	sampler := make(chan struct{})
+	go func() {
+		defer close(sampler)
+		for {
+			select {
+			case <-readerDone:
+				return
+			case <-time.After(20 * time.Millisecond):
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case <-readerDone:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("reader got %d of %d events", len(got), total)
+	}
+	<-sampler
+
+	for i, s := range got {
+		if s != uint64(i+1) {
+			t.Fatalf("reader: event %d has seq %d", i, s)
+		}
+	}
+	eventually(t, "stalled client closed", func() bool { return p.rooms.Len() <= 1 })
+	st := p.rooms.Stats()
+	if st.SlowDrops == 0 {
+		metrics := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body
+		if !strings.Contains(metrics, `roomcast_streams_closed_total{reason="write_failed"} 1`) {
+			t.Fatal("the stalled client was neither dropped as slow nor timed out on write")
+		}
+	}
+	if peak > heapCeiling {
+		t.Fatalf("heap in use peaked at %d MiB, ceiling %d MiB", peak>>20, heapCeiling>>20)
+	}
+	t.Logf("heap peak %d MiB, slow drops %d, reader reconnects %d", peak>>20, st.SlowDrops, reconnects)
+
+	// The server closed the stalled connection itself (it does not linger as an idle
+	// keep-alive connection). The kernel may still hold unsent bytes for it.
+	want := stalled.LocalAddr().String()
+	for {
+		select {
+		case addr := <-p.closedConns:
+			if addr == want {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server never closed the stalled connection")
+		}
+	}
+}
