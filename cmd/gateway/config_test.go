@@ -1,0 +1,75 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+func TestFlagsWinOverEnvironment(t *testing.T) {
+	env := map[string]string{
+		"ROOMCAST_ADDR":          "127.0.0.1:1111",
+		"ROOMCAST_HISTORY":       "50",
+		"ROOMCAST_RETRY_MIN":     "1s",
+		"ROOMCAST_MAX_BODY":      "1MiB",
+		"ROOMCAST_PUBLISH_TOKEN": "from-env",
+	}
+	c, err := parseConfig([]string{"--history", "7", "--publish-token=from-flag"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:1111" || c.History != 7 || c.RetryMin != time.Second || c.MaxBody != 1<<20 || c.PublishToken != "from-flag" {
+		t.Fatalf("config %+v", c)
+	}
+}
+
+func TestDefaultsMatchTheContract(t *testing.T) {
+	c, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{
+		Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9090", History: 1000, HistoryTTL: 24 * time.Hour,
+		MaxRooms: 100000, RetryMin: 3 * time.Second, RetryMax: 6 * time.Second, Heartbeat: 15 * time.Second,
+		Queue: 256, MaxBody: 64 << 10, DrainDelay: 5 * time.Second, DrainWindow: 30 * time.Second, DrainTimeout: 45 * time.Second,
+	}
+	got := config{Addr: c.Addr, AdminAddr: c.AdminAddr, History: c.History, HistoryTTL: c.HistoryTTL, MaxRooms: c.MaxRooms,
+		RetryMin: c.RetryMin, RetryMax: c.RetryMax, Heartbeat: c.Heartbeat, Queue: c.Queue, MaxBody: c.MaxBody,
+		DrainDelay: c.DrainDelay, DrainWindow: c.DrainWindow, DrainTimeout: c.DrainTimeout}
+	if got != want || c.Redis != "" || c.PublishToken != "" {
+		t.Fatalf("defaults\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestBadConfiguration(t *testing.T) {
+	cases := map[string][]string{
+		"unknown flag":  {"--nope"},
+		"bad duration":  {"--heartbeat", "soon"},
+		"bad size":      {"--max-body", "lots"},
+		"stray arg":     {"extra"},
+		"negative size": {"--max-body", "-1"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if _, err := parseConfig(nil, func(k string) string {
+		if k == "ROOMCAST_QUEUE" {
+			return "many"
+		}
+		return ""
+	}, io.Discard); err == nil {
+		t.Fatal("bad environment value accepted")
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"65536": 65536, "64KiB": 65536, "64KB": 64000, "1MiB": 1 << 20, "2GiB": 2 << 30, "512 MiB": 512 << 20} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}
