@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/roomcast/roomcast/rooms"
 )
 
 type statsBody struct {
@@ -33,12 +35,15 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	st := s.rooms.Stats()
 	p := s.drain.Progress()
 	writeJSON(w, http.StatusOK, statsBody{
-		State:             p.State.String(),
-		Accepting:         s.drain.Accepting(),
-		Connections:       st.Members,
-		Rooms:             st.Rooms,
-		Subscriptions:     st.Subscriptions,
-		Drops:             map[string]uint64{"slow_consumer": st.SlowDrops},
+		State:         p.State.String(),
+		Accepting:     s.drain.Accepting(),
+		Connections:   st.Members,
+		Rooms:         st.Rooms,
+		Subscriptions: st.Subscriptions,
+		Drops: map[string]uint64{
+			rooms.ReasonSlowConsumer.String(): st.SlowDrops,
+			rooms.ReasonWriteFailed.String():  s.closes[rooms.ReasonWriteFailed].Load(),
+		},
 		Published:         s.published.Load(),
 		Delivered:         s.delivered.Load(),
 		Repairs:           st.Repairs,

@@ -31,6 +31,7 @@ type Server struct {
 	started   time.Time
 	published atomic.Uint64
 	delivered atomic.Uint64
+	closes    [rooms.NumReasons]atomic.Uint64 // streams ended, by rooms.Reason
 	connects  rateMeter
 	resumes   rateMeter
 }

@@ -105,6 +105,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.rooms.Leave(m)
+	if !s.drain.Accepting() {
+		// The drain began while this stream was joining: it would miss the drain's
+		// own close, so it moves on now.
+		s.end(sw, m, rooms.ReasonShed)
+		return
+	}
 
 	var sent replay.Position
 	if resumed {
@@ -235,6 +241,9 @@ func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 	m.Close(reason)
 	reason = m.Reason()
 	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
+	if int(reason) < len(s.closes) {
+		s.closes[reason].Add(1)
+	}
 	switch reason {
 	case rooms.ReasonShed, rooms.ReasonShutdown:
 		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))

@@ -17,6 +17,9 @@ const (
 	ReasonShutdown
 	// ReasonUnavailable: the room could not be joined (bus or log unavailable).
 	ReasonUnavailable
+
+	// NumReasons bounds the values above, for arrays indexed by Reason.
+	NumReasons
 )
 
 // Reasons lists every reason, for metric registration.
