@@ -68,13 +68,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
-
+	sw := s.openStream(w)
 	if !s.drain.Accepting() {
 		// Not accepting (draining): a longer hint and an ended stream, never a
 		// non-200, which would make EventSource give up for good.
@@ -82,18 +76,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
 		return
 	}
-	if err := sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))); err != nil {
-		return
-	}
-	now := time.Now()
-	s.connects.add(now)
-	if resumed {
-		s.resumes.add(now)
-		s.m.streamsOpened.WithLabelValues("true").Inc()
-	} else {
-		s.m.streamsOpened.WithLabelValues("false").Inc()
-	}
-
+	// Join before the first byte goes out: a client that has seen the response
+	// start is subscribed, so nothing published after that can pass it by.
 	ctx := r.Context()
 	m, err := s.rooms.Join(ctx, room)
 	if err != nil {
@@ -111,6 +95,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		s.end(sw, m, rooms.ReasonShed)
 		return
 	}
+	if err := sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))); err != nil {
+		s.end(sw, m, reasonFor(ctx, err))
+		return
+	}
+	now := time.Now()
+	s.connects.add(now)
+	if resumed {
+		s.resumes.add(now)
+		s.m.streamsOpened.WithLabelValues("true").Inc()
+	} else {
+		s.m.streamsOpened.WithLabelValues("false").Inc()
+	}
 
 	var sent replay.Position
 	if resumed {
@@ -120,6 +116,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.end(sw, m, s.live(ctx, sw, m, sent))
+}
+
+// openStream sets the stream's headers; the first write sends them with status 200.
+func (s *Server) openStream(w http.ResponseWriter) *streamWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	return &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 }
 
 // replay writes the history after from and returns the position the stream has

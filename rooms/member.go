@@ -30,6 +30,7 @@ type Member struct {
 	done   chan struct{}
 	once   sync.Once
 	reason atomic.Int32
+	open   *atomic.Int64 // the registry's count of open members
 }
 
 // Room is the room's name.
@@ -55,6 +56,7 @@ func (m *Member) Close(r Reason) bool {
 	m.once.Do(func() {
 		m.reason.Store(int32(r))
 		close(m.done)
+		m.open.Add(-1)
 		closed = true
 	})
 	return closed

@@ -28,8 +28,8 @@ func (g *Registry) Stats() Stats {
 	}
 }
 
-// Len reports the open members (streams).
-func (g *Registry) Len() int { return int(g.members.Load()) }
+// Len reports the open members: streams not yet closed.
+func (g *Registry) Len() int { return int(g.open.Load()) }
 
 // Shed closes up to n open members with ReasonShed, so their streams end with a
 // reconnect hint. It reports how many it closed.

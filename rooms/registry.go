@@ -66,7 +66,8 @@ type Registry struct {
 
 	shards [regShards]shard
 
-	members       atomic.Int64
+	members       atomic.Int64 // members in rooms, closed or not
+	open          atomic.Int64 // members not closed yet
 	rooms         atomic.Int64
 	subscriptions atomic.Int64
 	slowDrops     atomic.Uint64
@@ -126,8 +127,8 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	case cfg.Frame == nil || cfg.ResyncFrame == nil:
 		return nil, errors.New("rooms: Frame and ResyncFrame are required")
 	case cfg.Queue < 1 || cfg.QueueBytes < 1 || cfg.RepairBatch < 1 || cfg.IOTimeout < 0:
-		return nil, fmt.Errorf("rooms: queue %d, queue bytes %d and repair batch %d must be positive",
-			cfg.Queue, cfg.QueueBytes, cfg.RepairBatch)
+		return nil, fmt.Errorf("rooms: queue %d, queue bytes %d, repair batch %d and io timeout %s must be positive",
+			cfg.Queue, cfg.QueueBytes, cfg.RepairBatch, cfg.IOTimeout)
 	}
 	g := &Registry{bus: bus, log: log, cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	for i := range g.shards {
@@ -149,7 +150,10 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 		if g.closed.Load() {
 			return nil, ErrClosed
 		}
-		r, wait := g.ref(name)
+		r, wait, err := g.ref(name)
+		if err != nil {
+			return nil, err
+		}
 		if wait != nil {
 			select {
 			case <-wait:
@@ -167,7 +171,7 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes, done: make(chan struct{})}
+		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes, done: make(chan struct{}), open: &g.open}
 		r.mu.Lock()
 		if r.gone {
 			r.mu.Unlock()
@@ -176,41 +180,46 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 			}
 			continue
 		}
+		g.members.Add(1)
+		g.open.Add(1)
 		r.members[m] = struct{}{}
 		r.mu.Unlock()
-		g.members.Add(1)
 		return m, nil
 	}
 }
 
 // ref takes a reference on the room, creating and opening it when needed. When the
 // room's previous subscription is still being released it returns a channel to wait
-// on instead.
-func (g *Registry) ref(name string) (*room, <-chan struct{}) {
+// on instead. Close sets closed before it sweeps the shards, so checking it under the
+// shard lock keeps a room from being created behind Close's back.
+func (g *Registry) ref(name string) (*room, <-chan struct{}, error) {
 	s := g.shard(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if g.closed.Load() {
+		return nil, nil, ErrClosed
+	}
 	if r := s.rooms[name]; r != nil {
 		r.mu.Lock()
 		r.refs++
 		r.stopLingerLocked(g)
 		r.mu.Unlock()
-		return r, nil
+		return r, nil, nil
 	}
 	if wait := s.leaving[name]; wait != nil {
-		return nil, wait
+		return nil, wait, nil
 	}
 	r := &room{name: name, ready: make(chan struct{}), members: make(map[*Member]struct{}), refs: 1, syncing: true}
 	s.rooms[name] = r
 	g.rooms.Add(1)
 	g.wg.Add(1)
-	go g.open(r)
-	return r, nil
+	go g.openRoom(r)
+	return r, nil, nil
 }
 
-// open subscribes the room and reads its head as the baseline for gap detection. On
+// openRoom subscribes the room and reads its head as the baseline for gap detection. On
 // failure the room is removed and every waiting joiner gets the error.
-func (g *Registry) open(r *room) {
+func (g *Registry) openRoom(r *room) {
 	defer g.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
 	defer cancel()
@@ -218,7 +227,10 @@ func (g *Registry) open(r *room) {
 	var head replay.Position
 	if err == nil {
 		if head, err = g.log.Head(ctx, r.name); err != nil {
-			_ = g.bus.Unsubscribe(ctx, r.name)
+			// Roll back on a fresh deadline: the subscribe may have used up ctx.
+			rctx, rcancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
+			_ = g.bus.Unsubscribe(rctx, r.name)
+			rcancel()
 		}
 	}
 	if err != nil {
@@ -260,7 +272,7 @@ func (g *Registry) open(r *room) {
 func (g *Registry) unref(r *room) {
 	r.mu.Lock()
 	r.refs--
-	if r.refs == 0 && isClosed(r.ready) && r.err == nil {
+	if r.refs == 0 && isClosed(r.ready) && r.err == nil && !r.gone {
 		r.startLingerLocked(g)
 	}
 	r.mu.Unlock()

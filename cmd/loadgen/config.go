@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is one run of the load generator, filled from flags.
+type Config struct {
+	// URL is the server's base URL, without a trailing slash.
+	URL string
+	// Subs is the number of subscribers; subscriber i joins room RoomPrefix+(i%Rooms).
+	Subs       int
+	Rooms      int
+	RoomPrefix string
+	// Rate is publishes per second in total, spread round-robin over the rooms;
+	// 0 means as fast as Publishers can go.
+	Rate float64
+	// Warmup runs the load without measuring; Duration is the measured window after
+	// it (in -idle mode, how long the connections are held).
+	Warmup   time.Duration
+	Duration time.Duration
+	// BodySize is the number of padding bytes in each published body.
+	BodySize int
+	// Publishers is the number of concurrent publishing goroutines.
+	Publishers int
+	// Token, when set, is sent as a Bearer credential with every publish.
+	Token string
+	// Batch > 1 publishes that many events per POST /events request.
+	Batch int
+	// Type is the event type to publish with; empty means the default type.
+	Type string
+	// Idle only opens and holds the subscriber connections; nothing is published.
+	Idle bool
+	// PID, when > 0, is the server process whose VmRSS is read before connecting and
+	// after every connection is up.
+	PID int
+	// JSON also prints the final report as one JSON line.
+	JSON bool
+	// ConnectRate bounds new subscriber connections per second; 0 means unbounded.
+	ConnectRate float64
+	// ConnectTimeout bounds the wait for every subscriber's first connection.
+	ConnectTimeout time.Duration
+	// Settle bounds the wait, after publishing stops, for subscribers to receive
+	// everything that was acknowledged.
+	Settle time.Duration
+	// RetryCap caps the server's retry: hint between reconnects.
+	RetryCap time.Duration
+	// MaxEvents bounds the number of events published in one run.
+	MaxEvents int64
+	// Progress is the interval of the progress line on stderr; 0 disables it.
+	Progress time.Duration
+	// ServeHub, when set, serves the yardstick hub on this address instead of
+	// generating load.
+	ServeHub string
+}
+
+// parseFlags reads a Config from command-line arguments.
+func parseFlags(args []string, output io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "server base `URL`")
+	fs.IntVar(&c.Subs, "subs", 100, "number of subscribers")
+	fs.IntVar(&c.Rooms, "rooms", 1, "number of rooms; subscriber i joins room <prefix><i%rooms>")
+	fs.StringVar(&c.RoomPrefix, "room-prefix", "load-", "room name prefix")
+	fs.Float64Var(&c.Rate, "rate", 100, "publishes per second in total (0 = as fast as possible)")
+	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "load before measuring starts")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured window (with -idle: how long to hold)")
+	fs.IntVar(&c.BodySize, "body-size", 64, "padding bytes per published body")
+	fs.IntVar(&c.Publishers, "publishers", 8, "concurrent publishers")
+	fs.StringVar(&c.Token, "token", "", "Bearer token for publishing")
+	fs.IntVar(&c.Batch, "batch", 1, "events per request; > 1 publishes through POST /events")
+	fs.StringVar(&c.Type, "type", "", "event type to publish (empty = default type)")
+	fs.BoolVar(&c.Idle, "idle", false, "only open -subs idle connections and hold them for -duration")
+	fs.IntVar(&c.PID, "pid", 0, "server `PID` whose VmRSS is measured around connecting")
+	fs.BoolVar(&c.JSON, "json", false, "also print the report as one JSON line")
+	fs.Float64Var(&c.ConnectRate, "connect-rate", 2000, "new subscriber connections per second (0 = unbounded)")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 60*time.Second, "bound on connecting every subscriber")
+	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "bound on waiting for in-flight deliveries after publishing stops")
+	fs.DurationVar(&c.RetryCap, "retry-cap", 2*time.Second, "cap on the server's retry: between reconnects")
+	fs.Int64Var(&c.MaxEvents, "max-events", 50_000_000, "bound on events published in one run")
+	fs.DurationVar(&c.Progress, "progress", time.Second, "progress line interval on stderr (0 = off)")
+	fs.StringVar(&c.ServeHub, "serve-hub", "", "serve the yardstick SSE hub on this `address` instead of generating load")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	c.URL = strings.TrimRight(c.URL, "/")
+	return c, c.validate()
+}
+
+// validate rejects configurations that cannot run.
+func (c *Config) validate() error {
+	if c.ServeHub != "" {
+		return nil
+	}
+	var errs []error
+	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("-url %q: want http(s)://host[:port]", c.URL))
+	}
+	if c.Subs < 0 {
+		errs = append(errs, errors.New("-subs must be >= 0"))
+	}
+	if c.Rooms < 1 {
+		errs = append(errs, errors.New("-rooms must be >= 1"))
+	}
+	if c.Rate < 0 || c.ConnectRate < 0 {
+		errs = append(errs, errors.New("-rate and -connect-rate must be >= 0"))
+	}
+	if c.Warmup < 0 || c.Duration <= 0 || c.Settle < 0 || c.ConnectTimeout <= 0 || c.RetryCap <= 0 {
+		errs = append(errs, errors.New("-duration, -connect-timeout and -retry-cap must be > 0; -warmup and -settle >= 0"))
+	}
+	if c.BodySize < 0 {
+		errs = append(errs, errors.New("-body-size must be >= 0"))
+	}
+	if c.Publishers < 1 || c.Batch < 1 || c.MaxEvents < 1 {
+		errs = append(errs, errors.New("-publishers, -batch and -max-events must be >= 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// roomName returns the name of room i.
+func (c *Config) roomName(i int) string { return fmt.Sprintf("%s%d", c.RoomPrefix, i) }

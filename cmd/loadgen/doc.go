@@ -1,0 +1,37 @@
+// Command loadgen is roomcast's benchmark, soak and loss-detection tool.
+//
+// It talks to a server over HTTP only: N subscribers hold one SSE stream each
+// (subscriber i joins room <prefix><i%R>), publishers POST JSON bodies carrying their
+// send time at a fixed total rate, and every subscriber checks that the seqs it
+// receives are dense (no gap, no duplicate) across reconnects with Last-Event-ID. At
+// the end it prints throughput, publish-to-deliver latency quantiles and the loss
+// counters, and exits non-zero when any gap or duplicate was not explained by a resync
+// frame, so a soak test in CI fails on a lost message.
+//
+// With -idle it only opens the streams and holds them; with -pid it reads the server's
+// resident memory before and after, to measure memory per connection. With -serve-hub
+// it serves the yardstick hub (package internal/hub) instead, so the gateway and a
+// minimal net/http hub can be measured the same way.
+//
+// Examples:
+//
+//	go run ./cmd/loadgen -url http://127.0.0.1:8080 -subs 1000 -rooms 10 -rate 500 -duration 30s
+//	go run ./cmd/loadgen -subs 1000 -rate 100 -batch 20 -token "$TOKEN" -json
+//	go run ./cmd/loadgen -idle -subs 5000 -pid "$(pgrep -n gateway)" -duration 10s
+//	go run ./cmd/loadgen -serve-hub 127.0.0.1:8081
+//
+// Exit codes: 0 clean; 1 a gap, duplicate, out-of-order event, unannounced epoch change
+// or malformed frame was seen; 2 bad flags or a run that could not start. .ci/bench
+// runs it against both servers and prints them side by side.
+//
+// Files by role: config.go (flags), sse.go (stream decoder), tracker.go (gap and
+// duplicate accounting), hist.go (latency histogram), subscriber.go and publisher.go
+// (the two sides of the load), run.go (phases: connect, warm up, measure, settle),
+// progress.go (the per-second line), report.go (final table and JSON), rss.go
+// (/proc memory reading) and main.go (exit codes, hub mode).
+//
+// Concurrency: one goroutine per subscriber, a fixed pool of publishers and one
+// progress ticker. Every subscriber owns its tracker and histogram; shared counters
+// are atomics read by the progress line, and the final report reads a subscriber's
+// state only after its goroutine has returned.
+package main

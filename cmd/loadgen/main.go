@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/roomcast/roomcast/cmd/loadgen/internal/hub"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitLossy = 1 // a gap, duplicate or out-of-order event that no resync explained
+	exitError = 2 // bad flags or a run that could not start
+)
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return exitError
+	}
+	// The first SIGINT or SIGTERM ends the run and prints the report; a second one
+	// kills the process as usual.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+
+	if cfg.ServeHub != "" {
+		if err := serveHub(ctx, cfg.ServeHub, stderr); err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+
+	rep, err := run(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return exitError
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return exitError
+	}
+	if cfg.JSON {
+		if err := rep.WriteJSON(stdout); err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			return exitError
+		}
+	}
+	if rep.Lossy() {
+		fmt.Fprintln(stderr, "loadgen: loss detected")
+		return exitLossy
+	}
+	return exitOK
+}
+
+// serveHub serves the yardstick hub on addr until ctx is done.
+func serveHub(ctx context.Context, addr string, log io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve hub: %w", err)
+	}
+	h := hub.New()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(log, "loadgen: hub listening on %s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve hub: %w", err)
+	case <-ctx.Done():
+	}
+	h.Close() // streams end, so Shutdown need not wait for them
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("serve hub: shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// maxLossyListed bounds how many lossy subscribers the report names.
+const maxLossyListed = 10
+
+// Report is the outcome of a run; its JSON form is the -json output.
+type Report struct {
+	Idle           bool    `json:"idle,omitempty"`
+	Subscribers    int     `json:"subscribers"`
+	Connected      int64   `json:"connected"`
+	ConnectedAtEnd int64   `json:"connected_at_end"` // at the end of the measured window
+	ConnectErrors  int64   `json:"connect_errors"`
+	ConnectSeconds float64 `json:"connect_seconds,omitempty"`
+	Refused        int     `json:"refused,omitempty"`
+
+	Published          int64            `json:"published"`
+	PublishErrors      int64            `json:"publish_errors"`
+	PublishErrorsBy    map[string]int64 `json:"publish_errors_by,omitempty"`
+	Deliveries         uint64           `json:"deliveries"`
+	ExpectedDeliveries uint64           `json:"expected_deliveries"`
+	MeasuredSeconds    float64          `json:"measured_seconds"`
+	DeliveriesPerSec   float64          `json:"deliveries_per_sec"`
+	PublishesPerSec    float64          `json:"publishes_per_sec"`
+
+	P50ms  float64 `json:"p50_ms"`
+	P99ms  float64 `json:"p99_ms"`
+	P999ms float64 `json:"p999_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	MeanMs float64 `json:"mean_ms"`
+
+	Gaps         uint64   `json:"gaps"`
+	Duplicates   uint64   `json:"duplicates"`
+	Late         uint64   `json:"late"`
+	EpochChanges uint64   `json:"epoch_changes"`
+	Malformed    uint64   `json:"malformed"`
+	Resyncs      uint64   `json:"resyncs"`
+	Reconnects   int64    `json:"reconnects"`
+	LossySubs    int      `json:"lossy_subscribers"`
+	LossyDetail  []string `json:"lossy_detail,omitempty"`
+
+	RSSBeforeKiB  int64   `json:"rss_before_kib,omitempty"`
+	RSSAfterKiB   int64   `json:"rss_after_kib,omitempty"`
+	RSSPerConnKiB float64 `json:"rss_per_conn_kib,omitempty"`
+}
+
+// measureRSS records the server's memory around connecting n streams.
+func (r *Report) measureRSS(before, after, n int64) {
+	r.RSSBeforeKiB, r.RSSAfterKiB = before, after
+	if n > 0 {
+		r.RSSPerConnKiB = float64(after-before) / float64(n)
+	}
+}
+
+// fill computes the report from the run's final state; every goroutine has returned.
+func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*room, pubs *publishers, w window) {
+	r.Connected = ls.connectedOnce.Load()
+	r.ConnectedAtEnd = w.open
+	r.ConnectErrors = ls.connectErrors.Load()
+	r.Reconnects = ls.reconnects.Load()
+	r.PublishErrors = pubs.errTotal.Load()
+	if r.PublishErrors > 0 {
+		r.PublishErrorsBy = pubs.errorCounts()
+	}
+	for _, rm := range rooms {
+		n := rm.published.Load()
+		r.Published += n
+		r.ExpectedDeliveries += uint64(n) * uint64(rm.members)
+	}
+	if secs := w.end.Sub(w.start).Seconds(); secs > 0 {
+		r.MeasuredSeconds = secs
+		r.DeliveriesPerSec = float64(w.deliveries1-w.deliveries0) / secs
+		r.PublishesPerSec = float64(w.publishes1-w.publishes0) / secs
+	}
+	var lat latencies
+	for _, s := range subs {
+		if s.hist != nil {
+			lat.add(s.hist)
+		}
+		r.addSubscriber(s)
+	}
+	r.P50ms = millis(lat.quantile(0.50))
+	r.P99ms = millis(lat.quantile(0.99))
+	r.P999ms = millis(lat.quantile(0.999))
+	r.MaxMs = millis(time.Duration(lat.max) * time.Microsecond)
+	r.MeanMs = millis(lat.mean())
+}
+
+func (r *Report) addSubscriber(s *subscriber) {
+	t := &s.track
+	r.Deliveries += s.deliveries.Load()
+	r.Gaps += t.gaps()
+	r.Duplicates += t.duplicates
+	r.Late += t.late
+	r.EpochChanges += t.epochChanges
+	r.Resyncs += t.resyncs
+	r.Malformed += s.malformed
+	if s.fatal != nil {
+		r.Refused++
+	}
+	if !t.lossy() && s.malformed == 0 {
+		return
+	}
+	r.LossySubs++
+	if len(r.LossyDetail) < maxLossyListed {
+		r.LossyDetail = append(r.LossyDetail, describeLoss(s))
+	}
+}
+
+func describeLoss(s *subscriber) string {
+	t := &s.track
+	var b strings.Builder
+	fmt.Fprintf(&b, "sub %d room %s: gaps=%d dups=%d late=%d epoch_changes=%d malformed=%d",
+		s.id, s.room.name, t.gaps(), t.duplicates, t.late, t.epochChanges, s.malformed)
+	for i, m := range t.missing {
+		if i == 3 {
+			b.WriteString(" …")
+			break
+		}
+		fmt.Fprintf(&b, " missing %d-%d", m.lo, m.hi)
+	}
+	return b.String()
+}
+
+// Lossy reports whether the run saw a message lost, repeated or out of order that no
+// resync explained, or a frame it could not account for.
+func (r *Report) Lossy() bool {
+	return r.Gaps > 0 || r.Duplicates > 0 || r.Late > 0 || r.EpochChanges > 0 || r.Malformed > 0
+}
+
+// WriteTable prints the human-readable report.
+func (r *Report) WriteTable(out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	row := func(k string, format string, v ...any) {
+		fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...)
+	}
+	row("subscribers", "%d (connected %d, at end %d, connect errors %d, refused %d)",
+		r.Subscribers, r.Connected, r.ConnectedAtEnd, r.ConnectErrors, r.Refused)
+	if !r.Idle {
+		r.writeLoad(row)
+	}
+	row("loss", "gaps %d, duplicates %d, late %d, epoch changes %d, malformed %d (%d subscribers)",
+		r.Gaps, r.Duplicates, r.Late, r.EpochChanges, r.Malformed, r.LossySubs)
+	row("recovery", "resyncs %d, reconnects %d", r.Resyncs, r.Reconnects)
+	if r.RSSAfterKiB > 0 {
+		row("server rss", "%d KiB -> %d KiB: %.2f KiB per connection", r.RSSBeforeKiB, r.RSSAfterKiB, r.RSSPerConnKiB)
+	}
+	for _, d := range r.LossyDetail {
+		row("lossy", "%s", d)
+	}
+	return tw.Flush()
+}
+
+// writeLoad prints the publishing and latency rows.
+func (r *Report) writeLoad(row func(k, format string, v ...any)) {
+	row("published", "%d (errors %d%s)", r.Published, r.PublishErrors, formatErrors(r.PublishErrorsBy))
+	row("deliveries", "%d (expected %d)", r.Deliveries, r.ExpectedDeliveries)
+	row("measured", "%.1fs: %.0f publishes/s, %.0f deliveries/s", r.MeasuredSeconds, r.PublishesPerSec, r.DeliveriesPerSec)
+	row("latency", "p50 %.2fms  p99 %.2fms  p99.9 %.2fms  max %.2fms  mean %.2fms", r.P50ms, r.P99ms, r.P999ms, r.MaxMs, r.MeanMs)
+}
+
+// WriteJSON prints the report as one JSON line.
+func (r *Report) WriteJSON(out io.Writer) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "%s\n", b)
+	return err
+}
+
+func formatErrors(m map[string]int64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return ": " + strings.Join(parts, " ")
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// errFatal marks a subscribe answer that can never succeed (a 4xx other than 429, a
+// wrong content type): the subscriber stops instead of retrying.
+var errFatal = errors.New("subscribe refused")
+
+// defaultRetry is the reconnect delay before the server has sent a retry: field.
+const defaultRetry = time.Second
+
+// minRetry keeps a server that asks for retry: 0 from making a busy loop.
+const minRetry = 10 * time.Millisecond
+
+var (
+	keySeq   = []byte(`"seq":`)
+	keyT     = []byte(`"t":`)
+	keyEpoch = []byte(`"epoch":"`)
+)
+
+// subscriber holds one SSE stream to one room and checks what arrives on it. Its
+// goroutine owns every field; the atomics are also read by the progress line and the
+// settle phase.
+type subscriber struct {
+	id   int
+	room *room
+	hist *histogram // nil in idle mode
+
+	deliveries atomic.Uint64
+	lastSeq    atomic.Uint64
+	caughtUp   atomic.Bool
+
+	track     tracker
+	resumeID  []byte
+	retry     time.Duration
+	connected bool   // a stream was established at least once
+	malformed uint64 // events whose envelope had no seq
+	fatal     error
+	br        *bufio.Reader
+}
+
+// run connects and reconnects until ctx is done or the server refuses for good.
+func (s *subscriber) run(ctx context.Context, ls *loadState) {
+	s.retry = defaultRetry
+	for {
+		err := s.stream(ctx, ls)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errFatal) {
+			s.fatal = err
+			return
+		}
+		delay := min(max(s.retry, minRetry), ls.cfg.RetryCap)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// stream holds one connection; it returns nil on a clean end of stream.
+func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.room.streamURL, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errFatal, err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Cache-Control", "no-cache")
+	if len(s.resumeID) > 0 {
+		req.Header.Set("Last-Event-ID", string(s.resumeID))
+	}
+	resp, err := ls.subClient.Do(req)
+	if err != nil {
+		ls.connectErrors.Add(1)
+		return fmt.Errorf("subscribe %s: %w", s.room.name, err)
+	}
+	defer resp.Body.Close()
+	if err := checkStreamResponse(resp); err != nil {
+		ls.connectErrors.Add(1)
+		return fmt.Errorf("subscribe %s: %w", s.room.name, err)
+	}
+	if s.connected {
+		ls.reconnects.Add(1)
+	} else {
+		s.connected = true
+		ls.markConnected()
+	}
+	ls.open.Add(1)
+	defer ls.open.Add(-1)
+
+	if s.br == nil {
+		s.br = bufio.NewReaderSize(resp.Body, 16<<10)
+	} else {
+		s.br.Reset(resp.Body)
+	}
+	dec := NewDecoder(s.br, s.resumeID)
+	defer func() {
+		if r, ok := dec.Retry(); ok {
+			s.retry = r
+		}
+	}()
+	for {
+		ev, err := dec.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read %s: %w", s.room.name, err)
+		}
+		s.handle(ev, time.Now(), ls)
+	}
+}
+
+// checkStreamResponse accepts a 200 text/event-stream answer.
+func checkStreamResponse(resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		err := fmt.Errorf("status %d", resp.StatusCode)
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+		return err
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return fmt.Errorf("%w: content type %q", errFatal, ct)
+	}
+	return nil
+}
+
+// handle accounts for one event.
+func (s *subscriber) handle(ev Event, now time.Time, ls *loadState) {
+	switch string(ev.Type) {
+	case "resync":
+		s.handleResync(ev)
+		return
+	case "reauth":
+		return
+	}
+	seq, ok := uintAfter(ev.Data, keySeq)
+	if !ok {
+		s.malformed++
+		return
+	}
+	epoch, ok := epochOfID(ev.ID)
+	if !ev.IDSet || !ok {
+		epoch, _ = stringAfter(ev.Data, keyEpoch)
+	}
+	s.track.observe(epoch, seq)
+	s.resumeID = append(s.resumeID[:0], ev.ID...)
+	s.deliveries.Store(s.deliveries.Load() + 1)
+	if s.hist != nil && ls.measuring.Load() {
+		if t, ok := uintAfter(ev.Data, keyT); ok {
+			s.hist.record(now.Sub(time.Unix(0, int64(t))))
+		}
+	}
+	if seq > s.lastSeq.Load() {
+		s.lastSeq.Store(seq)
+	}
+	s.checkCaughtUp(ls)
+}
+
+// handleResync restarts the seq accounting where the server says the stream goes on.
+func (s *subscriber) handleResync(ev Event) {
+	epoch, _ := stringAfter(ev.Data, keyEpoch)
+	seq, _ := uintAfter(ev.Data, keySeq)
+	s.track.resync(epoch, seq)
+	s.lastSeq.Store(seq)
+	if ev.IDSet {
+		s.resumeID = append(s.resumeID[:0], ev.ID...)
+		return
+	}
+	// Without an id on the resync frame, resuming from the old id would only earn
+	// another resync: resume from the position the frame announced.
+	s.resumeID = append(s.resumeID[:0], epoch...)
+	s.resumeID = append(s.resumeID, ':')
+	s.resumeID = strconv.AppendUint(s.resumeID, seq, 10)
+}
+
+// checkCaughtUp reports the subscriber once it has everything its room's publishers
+// had acknowledged when publishing stopped.
+func (s *subscriber) checkCaughtUp(ls *loadState) {
+	if !s.room.final.Load() || s.caughtUp.Load() {
+		return
+	}
+	if s.lastSeq.Load() >= s.room.target.Load() && s.caughtUp.CompareAndSwap(false, true) {
+		ls.markCaughtUp()
+	}
+}
+
+// epochOfID returns the epoch part of an "<epoch>:<seq>" id.
+func epochOfID(id []byte) ([]byte, bool) {
+	i := bytes.LastIndexByte(id, ':')
+	if i < 0 {
+		return nil, false
+	}
+	return id[:i], true
+}
