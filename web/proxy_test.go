@@ -1,0 +1,117 @@
+package web
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var subscribePath = regexp.MustCompile(`^/rooms/[^/]+/events$`)
+
+// frontProxy stands between the browser and a gateway, like a load
+// balancer. It records every subscribe request (its resume point in header
+// and query), can answer 503 to the next N of them, and serves a blank
+// same-origin page for module tests at /__harness.
+type frontProxy struct {
+	srv *httptest.Server
+
+	mu   sync.Mutex
+	fail int // answer 503 to this many more subscribe requests
+	log  []subscribeRequest
+}
+
+// subscribeRequest is one subscribe request as the proxy saw it.
+type subscribeRequest struct {
+	Room   string
+	At     time.Time
+	Header string // Last-Event-ID
+	Query  string // lastEventId
+	Status int    // 503 when the proxy refused it, else 200 (proxied)
+}
+
+func newFrontProxy(t *testing.T, g *gateway) *frontProxy {
+	t.Helper()
+	target, err := url.Parse(g.url("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &frontProxy{}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		FlushInterval: -1, // pass every SSE frame on at once
+		ErrorLog:      log.New(io.Discard, "", 0),
+	}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/__harness" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			io.WriteString(w, "<!doctype html><html lang=en><head><meta charset=utf-8><title>harness</title>"+
+				"<link rel=icon href=data:,></head><body></body></html>")
+			return
+		}
+		if r.Method == http.MethodGet && subscribePath.MatchString(r.URL.Path) && p.record(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":"unavailable","message":"the test proxy refuses this request"}`)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	t.Cleanup(func() {
+		// Open streams would make Close wait for ever.
+		p.srv.CloseClientConnections()
+		p.srv.Close()
+	})
+	return p
+}
+
+// record logs a subscribe request and reports whether to refuse it.
+func (p *frontProxy) record(r *http.Request) (refuse bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	req := subscribeRequest{
+		Room:   strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/rooms/"), "/events"),
+		At:     time.Now(),
+		Header: r.Header.Get("Last-Event-ID"),
+		Query:  r.URL.Query().Get("lastEventId"),
+		Status: http.StatusOK,
+	}
+	if p.fail > 0 {
+		p.fail--
+		req.Status = http.StatusServiceUnavailable
+		refuse = true
+	}
+	p.log = append(p.log, req)
+	return refuse
+}
+
+// refuse makes the proxy answer 503 to the next n subscribe requests.
+func (p *frontProxy) refuse(n int) {
+	p.mu.Lock()
+	p.fail = n
+	p.mu.Unlock()
+}
+
+// requestsFor returns the subscribe requests for room seen so far.
+func (p *frontProxy) requestsFor(room string) []subscribeRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []subscribeRequest
+	for _, r := range p.log {
+		if r.Room == room {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (p *frontProxy) url(path string) string { return p.srv.URL + path }

@@ -1,0 +1,175 @@
+// Type declarations for roomcast.js, the browser client for roomcast rooms.
+// Save this file next to roomcast.js (or point a `paths` entry at it) and
+// import the module as usual:
+//
+//   import { subscribe, type RoomEvent } from './roomcast.js';
+
+/** Valid room names: 1 to 128 of A-Z a-z 0-9 . _ ~ - */
+export declare const ROOM_PATTERN: RegExp;
+
+/** The states a subscription goes through. */
+export declare const State: Readonly<{
+  CONNECTING: 'connecting';
+  OPEN: 'open';
+  RECONNECTING: 'reconnecting';
+  CLOSED: 'closed';
+}>;
+
+export type ConnectionState = 'connecting' | 'open' | 'reconnecting' | 'closed';
+
+/** Default option values, in milliseconds. */
+export declare const DEFAULTS: Readonly<{
+  backoffBase: number;
+  backoffCap: number;
+  healthyAfter: number;
+}>;
+
+/** One event of a room, as the gateway publishes it. */
+export interface RoomEvent<Body = unknown> {
+  room: string;
+  /** Names one history of the room; it changes when that history is lost. */
+  epoch: string;
+  /** Dense per room and epoch: the next event has seq + 1. */
+  seq: number;
+  /** Publish time, Unix milliseconds. */
+  ts: number;
+  /** "message" unless the publisher chose another type. */
+  type: string;
+  body: Body;
+  /** The SSE id, "<epoch>:<seq>". */
+  id: string;
+}
+
+/** The stream lost its place: the room continues after {epoch, seq}. */
+export interface Resync {
+  room: string;
+  epoch: string;
+  seq: number;
+  /** The position before the resync, or null when there was none. */
+  previous: string | null;
+}
+
+/** Events missing between two delivered ones, from..to inclusive. */
+export interface Gap {
+  room: string;
+  epoch: string;
+  from: number;
+  to: number;
+}
+
+/** Detail passed with each state change. */
+export interface StateDetail {
+  /** The URL of the source being opened or open. */
+  url?: string;
+  /** Backoff attempts since the last healthy connection. */
+  attempt?: number;
+  /** Milliseconds until the source is recreated (reason "closed"). */
+  delay?: number;
+  /**
+   * "ended": the stream ended or broke and the browser reconnects by itself;
+   * "closed": the browser gave up and the source will be recreated.
+   */
+  reason?: 'ended' | 'closed';
+}
+
+export interface SubscribeOptions<Body = unknown> {
+  /** Called once per event, in seq order, never twice for one seq. */
+  onEvent?: (event: RoomEvent<Body>, raw: MessageEvent) => void;
+  /** The resume point was lost; refetch the room's state from your backend. */
+  onResync?: (resync: Resync) => void;
+  /** Events are missing between two delivered ones. */
+  onGap?: (gap: Gap) => void;
+  /** Connection state changes. */
+  onState?: (state: ConnectionState, detail: StateDetail) => void;
+  /** Malformed event data. */
+  onError?: (error: Error) => void;
+  /**
+   * Event types to receive besides "message". EventSource delivers only
+   * types it listens for, so list every type the room carries: a type not
+   * listed is invisible here, and its seqs show up as gaps.
+   */
+  types?: string[];
+  /** Where to start: "<epoch>:<seq>" or a bare "<seq>" (current epoch). */
+  lastEventId?: string;
+  /**
+   * Directory URL (ending in "/") that room names are resolved against.
+   * Default: the directory roomcast.js was loaded from.
+   */
+  baseUrl?: string | URL;
+  /** Passed to EventSource, for cross-origin streams with cookies. */
+  withCredentials?: boolean;
+  /** Backoff before recreating a closed source, milliseconds. */
+  backoff?: { base?: number; cap?: number };
+  /** An open connection this old (ms) resets the backoff. */
+  healthyAfter?: number;
+  /** Source of randomness in [0, 1), for tests. */
+  random?: () => number;
+  /** EventSource constructor to use, for tests or polyfills. */
+  EventSource?: typeof EventSource;
+}
+
+export interface SubscriptionStats {
+  /** Successful connections, first one included. */
+  opens: number;
+  /** Opens after the first: the browser's reconnects plus recreations. */
+  reconnects: number;
+  /** EventSources created after the first, because one reached CLOSED. */
+  recreates: number;
+  /** Events delivered to onEvent. */
+  events: number;
+  /** Events dropped because their seq was already delivered. */
+  duplicates: number;
+  gaps: number;
+  resyncs: number;
+}
+
+export declare class Subscription {
+  constructor(target: string | URL, options?: SubscribeOptions);
+  readonly state: ConnectionState;
+  /** URL of the current source, lastEventId parameter included. */
+  readonly url: string;
+  /** Where a new source would resume from ('' before any event). */
+  readonly lastEventId: string;
+  /** A snapshot of the counters. */
+  readonly stats: SubscriptionStats;
+  /** Closes the source and cancels any pending reconnect. */
+  close(): void;
+}
+
+/** Subscribes to a room, by name or by stream URL. */
+export declare function subscribe<Body = unknown>(
+  target: string | URL,
+  options?: SubscribeOptions<Body>,
+): Subscription;
+
+/** Full-jitter delay in [0, min(cap, base * 2^attempt)), whole ms. */
+export declare function backoffDelay(
+  attempt: number,
+  limits?: { base?: number; cap?: number },
+  random?: () => number,
+): number;
+
+export interface Position {
+  /** '' when unknown (a bare seq means the current epoch). */
+  epoch: string;
+  seq: number;
+}
+
+export declare function parseEventId(id: string | null | undefined): Position | null;
+export declare function formatEventId(pos: Position): string;
+
+export interface Verdict {
+  duplicate: boolean;
+  gap: Gap | null;
+  epochChanged: boolean;
+  previous: Position | null;
+}
+
+/** Per-room positions: the dedupe and gap logic of Subscription. */
+export declare class Cursor {
+  constructor(lastEventId?: string);
+  position(room: string): Position | null;
+  readonly lastEventId: string;
+  accept(event: { room: string; epoch: string; seq: number }): Verdict;
+  resync(resync: { room: string; epoch: string; seq: number }): boolean;
+}

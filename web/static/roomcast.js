@@ -1,0 +1,412 @@
+// roomcast.js: the browser client for roomcast rooms.
+//
+// A native EventSource already reconnects after `retry:` and resends its last
+// id in the Last-Event-ID header. What it does not do is survive a non-200
+// answer, a wrong content type or a network failure during connect (it goes
+// to CLOSED for good), hand its position to a new EventSource, or notice a
+// gap. subscribe() adds exactly that:
+//
+//   - a source that reaches CLOSED is recreated after a capped full-jitter
+//     backoff (reset once a connection has stayed healthy), with the last
+//     seen id in the `lastEventId` query parameter;
+//   - duplicates are dropped by seq, per room; a gap (seq != last+1 within
+//     one epoch) is reported;
+//   - `event: resync` (the resume point was lost, trimmed or ahead) is passed
+//     to the application, which refetches its snapshot;
+//   - the connection state is exposed, and close() stops everything.
+//
+// No dependencies and no build step; import it from the gateway:
+//
+//   import { subscribe } from '/roomcast.js';
+//   const sub = subscribe('lobby', {
+//     onEvent: (ev) => render(ev.seq, ev.body),
+//     onResync: () => reloadSnapshot(),
+//     onState: (state) => showBadge(state),
+//   });
+//   // later
+//   sub.close();
+
+/** Valid room names, as the gateway checks them. */
+export const ROOM_PATTERN = /^[A-Za-z0-9._~-]{1,128}$/;
+
+/** The states a Subscription goes through. */
+export const State = Object.freeze({
+  CONNECTING: 'connecting', // a source is being opened
+  OPEN: 'open', // the stream is live
+  RECONNECTING: 'reconnecting', // waiting: the browser's retry or our backoff
+  CLOSED: 'closed', // close() was called; nothing happens any more
+});
+
+/** Defaults of the subscribe() options, in milliseconds. */
+export const DEFAULTS = Object.freeze({
+  backoffBase: 1000, // first backoff ceiling
+  backoffCap: 30000, // the ceiling never grows beyond this
+  healthyAfter: 5000, // an open connection this old resets the backoff
+});
+
+// EventSource.readyState values; spelled out so a stand-in EventSource
+// without the static constants works too.
+const ES_CLOSED = 2;
+
+// Event types the gateway itself sends; they cannot be application types.
+const RESYNC = 'resync';
+
+/**
+ * Full-jitter backoff: a delay drawn uniformly from [0, ceiling), where the
+ * ceiling doubles with every attempt, from `base`, up to `cap`.
+ *
+ * @param {number} attempt 0 for the first retry after a healthy connection
+ * @param {{base?: number, cap?: number}} [limits] in milliseconds
+ * @param {() => number} [random] returns a number in [0, 1)
+ * @returns {number} whole milliseconds
+ */
+export function backoffDelay(attempt, limits = {}, random = Math.random) {
+  const base = limits.base ?? DEFAULTS.backoffBase;
+  const cap = limits.cap ?? DEFAULTS.backoffCap;
+  // Clamp the exponent so a long outage cannot overflow to Infinity.
+  const ceiling = Math.min(cap, base * 2 ** Math.min(Math.max(attempt, 0), 30));
+  return Math.floor(random() * ceiling);
+}
+
+/**
+ * Parses an event id: "<epoch>:<seq>", or a bare "<seq>" meaning the
+ * current epoch (epoch ''). Returns null when the id is not one of those.
+ *
+ * @param {string | null | undefined} id
+ * @returns {{epoch: string, seq: number} | null}
+ */
+export function parseEventId(id) {
+  if (typeof id !== 'string' || id === '') return null;
+  const colon = id.lastIndexOf(':');
+  const epoch = colon < 0 ? '' : id.slice(0, colon);
+  const digits = id.slice(colon + 1);
+  if (!/^\d{1,15}$/.test(digits) || (colon >= 0 && epoch === '')) return null;
+  return { epoch, seq: Number(digits) };
+}
+
+/**
+ * Formats a position as an event id, the inverse of parseEventId.
+ *
+ * @param {{epoch: string, seq: number}} pos
+ */
+export function formatEventId(pos) {
+  return pos.epoch ? `${pos.epoch}:${pos.seq}` : String(pos.seq);
+}
+
+/**
+ * Cursor remembers the newest position seen in each room and classifies
+ * incoming events against it. It is the dedupe and gap logic of
+ * Subscription, kept separate so it can be tested (and reused) on its own.
+ */
+export class Cursor {
+  /** @type {Map<string, {epoch: string, seq: number}>} */
+  #rooms = new Map();
+  /** Position for a room not seen yet: the caller's initial lastEventId. */
+  #start = null;
+  /** Id of the most recent move in any room, '' before the first. */
+  #last = '';
+
+  /** @param {string} [lastEventId] where to start; see parseEventId */
+  constructor(lastEventId) {
+    this.#start = parseEventId(lastEventId);
+    if (this.#start) this.#last = formatEventId(this.#start);
+  }
+
+  /** The position of `room`, or null when nothing is known about it. */
+  position(room) {
+    const pos = this.#rooms.get(room) ?? this.#start;
+    return pos ? { ...pos } : null;
+  }
+
+  /** The id to resume from: the most recently seen event or resync. */
+  get lastEventId() {
+    return this.#last;
+  }
+
+  /**
+   * Classifies an event and, unless it is a duplicate, moves the room's
+   * position to it.
+   *
+   * - duplicate: same epoch (or unknown epoch) and seq <= the position;
+   * - gap: same epoch and seq > position + 1; `gap` names the missing range;
+   * - epochChanged: the event belongs to another history than the
+   *   position, and no resync announced it.
+   *
+   * @param {{room: string, epoch: string, seq: number}} ev
+   */
+  accept(ev) {
+    const pos = this.position(ev.room);
+    const verdict = { duplicate: false, gap: null, epochChanged: false, previous: pos };
+    if (pos) {
+      if (pos.epoch === '' || pos.epoch === ev.epoch) {
+        if (ev.seq <= pos.seq) return { ...verdict, duplicate: true };
+        if (ev.seq !== pos.seq + 1) {
+          verdict.gap = { room: ev.room, epoch: ev.epoch, from: pos.seq + 1, to: ev.seq - 1 };
+        }
+      } else {
+        verdict.epochChanged = true;
+      }
+    }
+    this.#move(ev.room, { epoch: ev.epoch, seq: ev.seq });
+    return verdict;
+  }
+
+  /**
+   * Applies a resync: the room continues after {epoch, seq}. Returns false
+   * when the cursor is already exactly there (a repeated resync, for example
+   * after a reconnect that resent an id of the lost history), true otherwise.
+   *
+   * @param {{room: string, epoch: string, seq: number}} r
+   */
+  resync(r) {
+    const pos = this.#rooms.get(r.room);
+    if (pos && pos.epoch === r.epoch && pos.seq === r.seq) return false;
+    this.#move(r.room, { epoch: r.epoch, seq: r.seq });
+    return true;
+  }
+
+  #move(room, pos) {
+    this.#rooms.set(room, pos);
+    this.#last = formatEventId(pos);
+  }
+}
+
+/**
+ * Subscription is one room's stream. Create it with subscribe().
+ */
+export class Subscription {
+  #base; // URL of the stream, without our lastEventId parameter
+  #opts;
+  #cursor;
+  #EventSource;
+  #source = null; // the current EventSource, null while waiting or closed
+  /** @type {string} */
+  #state = State.CONNECTING;
+  #attempt = 0; // backoff attempts since the last healthy connection
+  #retryTimer = 0;
+  #healthyTimer = 0;
+  #url = '';
+  #started = false;
+  #stats = { opens: 0, recreates: 0, events: 0, duplicates: 0, gaps: 0, resyncs: 0 };
+
+  /**
+   * @param {string | URL} target a room name or the URL of a stream
+   * @param {object} [options] see roomcast.d.ts
+   */
+  constructor(target, options = {}) {
+    this.#opts = options;
+    this.#base = streamURL(target, options.baseUrl);
+    const fromURL = this.#base.searchParams.get('lastEventId');
+    this.#base.searchParams.delete('lastEventId');
+    this.#cursor = new Cursor(options.lastEventId ?? fromURL ?? undefined);
+    this.#EventSource = options.EventSource ?? globalThis.EventSource;
+    if (typeof this.#EventSource !== 'function') {
+      throw new TypeError('roomcast: this environment has no EventSource');
+    }
+    globalThis.addEventListener?.('online', this.#onOnline);
+    this.#connect();
+  }
+
+  /** The current state: one of the State values. */
+  get state() {
+    return this.#state;
+  }
+
+  /** The URL of the current (or last) EventSource, lastEventId included. */
+  get url() {
+    return this.#url;
+  }
+
+  /** The id the next new source would resume from ('' before any event). */
+  get lastEventId() {
+    return this.#cursor.lastEventId;
+  }
+
+  /** Counters, for display and tests. A copy; it does not update. */
+  get stats() {
+    return { ...this.#stats, reconnects: Math.max(0, this.#stats.opens - 1) };
+  }
+
+  /** Stops the subscription for good: closes the source, cancels timers. */
+  close() {
+    if (this.#state === State.CLOSED) return;
+    clearTimeout(this.#retryTimer);
+    clearTimeout(this.#healthyTimer);
+    globalThis.removeEventListener?.('online', this.#onOnline);
+    this.#source?.close();
+    this.#source = null;
+    this.#setState(State.CLOSED, {});
+  }
+
+  // #connect opens a new EventSource at the current position. The first
+  // call opens the initial source; later ones recreate a CLOSED one.
+  #connect() {
+    this.#retryTimer = 0;
+    const url = new URL(this.#base);
+    const last = this.#cursor.lastEventId;
+    if (last) url.searchParams.set('lastEventId', last);
+    this.#url = url.href;
+    if (this.#started) this.#stats.recreates++;
+    this.#started = true;
+
+    const es = new this.#EventSource(this.#url, {
+      withCredentials: Boolean(this.#opts.withCredentials),
+    });
+    this.#source = es;
+    es.addEventListener('open', () => this.#onOpen(es));
+    es.addEventListener('error', () => this.#onError(es));
+    const onMessage = (e) => this.#onMessage(es, e);
+    for (const type of new Set(['message', ...(this.#opts.types ?? [])])) {
+      if (type !== RESYNC) es.addEventListener(type, onMessage);
+    }
+    es.addEventListener(RESYNC, (e) => this.#onResync(es, e));
+    this.#setState(State.CONNECTING, { url: this.#url, attempt: this.#attempt });
+  }
+
+  #onOpen(es) {
+    if (es !== this.#source) return;
+    this.#stats.opens++;
+    clearTimeout(this.#healthyTimer);
+    const healthyAfter = this.#opts.healthyAfter ?? DEFAULTS.healthyAfter;
+    this.#healthyTimer = setTimeout(() => {
+      this.#attempt = 0;
+    }, healthyAfter);
+    this.#setState(State.OPEN, { url: this.#url });
+  }
+
+  #onError(es) {
+    if (es !== this.#source) return;
+    clearTimeout(this.#healthyTimer);
+    if (es.readyState !== ES_CLOSED) {
+      // The stream ended or broke; the browser reconnects by itself after
+      // `retry:`, sending Last-Event-ID.
+      this.#setState(State.RECONNECTING, { reason: 'ended', attempt: this.#attempt });
+      return;
+    }
+    // The browser gave up (non-200, wrong content type, network failure):
+    // recreate the source ourselves, later.
+    es.close();
+    this.#source = null;
+    const delay = backoffDelay(this.#attempt, this.#opts.backoff, this.#opts.random);
+    this.#attempt++;
+    this.#retryTimer = setTimeout(() => this.#connect(), delay);
+    this.#setState(State.RECONNECTING, { reason: 'closed', attempt: this.#attempt, delay });
+  }
+
+  // #onOnline skips the rest of a backoff wait when the network comes back.
+  #onOnline = () => {
+    if (this.#retryTimer === 0 || this.#state === State.CLOSED) return;
+    clearTimeout(this.#retryTimer);
+    this.#connect();
+  };
+
+  #onMessage(es, e) {
+    if (es !== this.#source) return;
+    const data = decode(e.data, ['room', 'epoch', 'seq']);
+    if (!data) {
+      this.#report('onError', new Error(`roomcast: malformed event data: ${String(e.data).slice(0, 200)}`));
+      return;
+    }
+    const verdict = this.#cursor.accept(data);
+    if (verdict.duplicate) {
+      this.#stats.duplicates++;
+      return;
+    }
+    if (verdict.epochChanged) {
+      // The server should have said resync; never mix histories silently.
+      this.#stats.resyncs++;
+      this.#report('onResync', {
+        room: data.room, epoch: data.epoch, seq: data.seq - 1,
+        previous: formatEventId(verdict.previous),
+      });
+    }
+    if (verdict.gap) {
+      this.#stats.gaps++;
+      this.#report('onGap', verdict.gap);
+    }
+    this.#stats.events++;
+    const id = e.lastEventId || formatEventId(data);
+    this.#report('onEvent', { type: 'message', ...data, id }, e);
+  }
+
+  #onResync(es, e) {
+    if (es !== this.#source) return;
+    const data = decode(e.data, ['room', 'epoch', 'seq']);
+    if (!data) {
+      this.#report('onError', new Error(`roomcast: malformed resync data: ${String(e.data).slice(0, 200)}`));
+      return;
+    }
+    const before = this.#cursor.position(data.room);
+    if (!this.#cursor.resync(data)) return;
+    this.#stats.resyncs++;
+    this.#report('onResync', {
+      room: data.room, epoch: data.epoch, seq: data.seq,
+      previous: before ? formatEventId(before) : null,
+    });
+  }
+
+  #setState(state, detail) {
+    this.#state = state;
+    this.#report('onState', state, detail);
+  }
+
+  // #report calls an application callback. An exception in it is reported
+  // like an uncaught one, and never breaks the subscription.
+  #report(name, ...args) {
+    const fn = this.#opts[name];
+    if (typeof fn !== 'function') return;
+    try {
+      fn(...args);
+    } catch (err) {
+      if (typeof globalThis.reportError === 'function') globalThis.reportError(err);
+      else setTimeout(() => { throw err; });
+    }
+  }
+}
+
+/**
+ * Subscribes to a room. `target` is a room name (resolved against
+ * options.baseUrl, by default the directory roomcast.js was loaded from) or
+ * the full URL of a stream.
+ *
+ * @param {string | URL} target
+ * @param {object} [options] see roomcast.d.ts
+ * @returns {Subscription}
+ */
+export function subscribe(target, options = {}) {
+  return new Subscription(target, options);
+}
+
+// streamURL turns a room name or URL into an absolute URL.
+function streamURL(target, baseUrl) {
+  if (target instanceof URL) return new URL(target.href);
+  if (typeof target !== 'string' || target === '') {
+    throw new TypeError('roomcast: subscribe needs a room name or a URL');
+  }
+  // Room names can contain neither '/' nor ':', URLs always contain one.
+  if (!/[/:]/.test(target)) {
+    if (!ROOM_PATTERN.test(target)) {
+      throw new TypeError(`roomcast: invalid room name ${JSON.stringify(target)}`);
+    }
+    const base = baseUrl === undefined
+      ? new URL('.', import.meta.url)
+      : new URL(baseUrl, globalThis.location?.href ?? import.meta.url);
+    return new URL(`rooms/${encodeURIComponent(target)}/events`, base);
+  }
+  return new URL(target, globalThis.location?.href ?? import.meta.url);
+}
+
+// decode parses event data and checks it has the fields an envelope needs.
+function decode(text, fields) {
+  let data;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (data === null || typeof data !== 'object') return null;
+  for (const f of fields) if (!(f in data)) return null;
+  if (typeof data.room !== 'string' || typeof data.epoch !== 'string') return null;
+  if (!Number.isSafeInteger(data.seq) || data.seq < 0) return null;
+  return data;
+}
