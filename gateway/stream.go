@@ -27,15 +27,26 @@ type streamWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+
+	deadline time.Time // the connection's current write deadline
+	last     time.Time // when the last write went out
 }
 
+// write sends p and flushes it. Every write has a deadline between 3/4 of the write
+// timeout and the whole of it: the deadline is moved only when less than 3/4 of it
+// is left, which spares a deadline update per batch on a busy stream.
 func (sw *streamWriter) write(p []byte) error {
-	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+	now := time.Now()
+	if sw.deadline.Sub(now) < sw.timeout*3/4 {
+		sw.deadline = now.Add(sw.timeout)
+		if err := sw.rc.SetWriteDeadline(sw.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
 	}
 	if _, err := sw.w.Write(p); err != nil {
 		return err
 	}
+	sw.last = now
 	return sw.rc.Flush()
 }
 
@@ -168,26 +179,33 @@ func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from
 // live serves the member's queue until the stream ends, skipping whatever the
 // history already covered. It returns why the stream ended.
 func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, sent replay.Position) rooms.Reason {
-	hb := time.NewTimer(s.cfg.Heartbeat)
+	// A ticker at half the interval, and a heartbeat only when the stream has been
+	// quiet for half the interval: no stream is ever silent for a whole interval, and
+	// a busy stream pays no timer reset per write.
+	quiet := s.cfg.Heartbeat / 2
+	hb := time.NewTicker(quiet)
 	defer hb.Stop()
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	q := m.Queue()
+	q, room := m.Queue(), m.Room()
 	for {
 		select {
 		case <-ctx.Done():
 			return rooms.ReasonClientGone
 		case <-m.Done():
 			return m.Reason()
-		case <-hb.C:
+		case now := <-hb.C:
+			if now.Sub(sw.last) < quiet {
+				continue
+			}
 			if err := sw.write(heartbeatFrame); err != nil {
 				return rooms.ReasonWriteFailed
 			}
-			hb.Reset(s.cfg.Heartbeat)
 		case it := <-q:
+			// The batch buffer is borrowed only while there is something to write,
+			// so an idle stream holds none.
+			bp := bufPool.Get().(*[]byte)
 			buf, n := (*bp)[:0], 0
 			for {
-				buf, n = s.appendItem(buf, n, it, m.Room(), &sent)
+				buf, n = s.appendItem(buf, n, it, room, &sent)
 				m.Release(it)
 				if len(buf) >= batchBytes || n >= batchItems {
 					break
@@ -202,15 +220,16 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 					break
 				}
 			}
-			*bp = buf[:0]
-			if len(buf) == 0 {
-				continue
+			var err error
+			if len(buf) > 0 {
+				err = sw.write(buf)
 			}
-			if err := sw.write(buf); err != nil {
+			*bp = buf[:0]
+			bufPool.Put(bp)
+			if err != nil {
 				return rooms.ReasonWriteFailed
 			}
 			s.countDelivered(n)
-			hb.Reset(s.cfg.Heartbeat)
 		}
 	}
 }
