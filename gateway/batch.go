@@ -58,27 +58,39 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]batchResult, len(items))
+	var idx []int
+	var rooms []string
+	var msgs []replay.Message
 	for i, rawItem := range items {
 		res := &results[i]
 		var it batchItem
 		if err := json.Unmarshal(rawItem, &it); err != nil {
-			res.Status, res.Error, res.Message = http.StatusBadRequest, "invalid_item", "an item must be an object {room, type, body}"
+			res.fail(newError(http.StatusBadRequest, "invalid_item", "an item must be an object {room, type, body}"))
 			continue
 		}
 		res.Room = it.Room
 		msg, aerr := s.validateItem(it)
-		if aerr == nil {
-			var ev replay.Event
-			if ev, aerr = s.append(r.Context(), it.Room, msg); aerr == nil {
-				*res = batchResult{Status: http.StatusCreated, Room: it.Room, Epoch: ev.Epoch, Seq: ev.Seq, ID: ev.ID()}
-				continue
-			}
-		} else {
+		if aerr != nil {
 			s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
+			res.fail(aerr)
+			continue
 		}
-		res.Status, res.Error, res.Message = aerr.Status, aerr.Code, aerr.Message
+		idx, rooms, msgs = append(idx, i), append(rooms, it.Room), append(msgs, msg)
+	}
+	evs, aerrs := s.appendMany(r.Context(), rooms, msgs)
+	for j, i := range idx {
+		if aerrs[j] != nil {
+			results[i].fail(aerrs[j])
+			continue
+		}
+		ev := evs[j]
+		results[i] = batchResult{Status: http.StatusCreated, Room: rooms[j], Epoch: ev.Epoch, Seq: ev.Seq, ID: ev.ID()}
 	}
 	writeJSON(w, http.StatusOK, results)
+}
+
+func (res *batchResult) fail(aerr *apiError) {
+	res.Status, res.Error, res.Message = aerr.Status, aerr.Code, aerr.Message
 }
 
 func (s *Server) parseBatchRequest(r *http.Request) *apiError {

@@ -139,12 +139,54 @@ func (s *Server) append(ctx context.Context, room string, msg replay.Message) (r
 	defer cancel()
 	start := time.Now()
 	ev, err := s.log.Append(ctx, room, msg)
-	if err == nil {
-		s.m.publishSeconds.Observe(time.Since(start).Seconds())
-		s.m.published.Inc()
-		s.published.Add(1)
-		return ev, nil
+	if err != nil {
+		return replay.Event{}, s.publishFailed(ctx, room, err)
 	}
+	s.recordPublished(time.Since(start))
+	return ev, nil
+}
+
+// batchAppender is the optional capability of a log that publishes many messages in
+// one round trip. Results and errors come in the order of msgs.
+type batchAppender interface {
+	AppendBatch(ctx context.Context, rooms []string, msgs []replay.Message) ([]replay.Event, []error)
+}
+
+// appendMany publishes msgs[i] to rooms[i], pipelined when the log can, one by one
+// otherwise.
+func (s *Server) appendMany(ctx context.Context, rooms []string, msgs []replay.Message) ([]replay.Event, []*apiError) {
+	evs := make([]replay.Event, len(msgs))
+	aerrs := make([]*apiError, len(msgs))
+	ba, ok := s.log.(batchAppender)
+	if !ok {
+		for i := range msgs {
+			evs[i], aerrs[i] = s.append(ctx, rooms[i], msgs[i])
+		}
+		return evs, aerrs
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	start := time.Now()
+	evs, errs := ba.AppendBatch(ctx, rooms, msgs)
+	took := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			aerrs[i] = s.publishFailed(ctx, rooms[i], err)
+		} else {
+			s.recordPublished(took)
+		}
+	}
+	return evs, aerrs
+}
+
+func (s *Server) recordPublished(took time.Duration) {
+	s.m.publishSeconds.Observe(took.Seconds())
+	s.m.published.Inc()
+	s.published.Add(1)
+}
+
+// publishFailed maps a log error to its answer: never a hang, never a silent drop.
+func (s *Server) publishFailed(ctx context.Context, room string, err error) *apiError {
 	var aerr *apiError
 	switch {
 	case errors.Is(err, replay.ErrFull):
@@ -154,10 +196,10 @@ func (s *Server) append(ctx context.Context, room string, msg replay.Message) (r
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		aerr = newError(499, "client_closed", "the client went away")
 	default:
-		// Unavailable, closed or timed out: never a hang, never a silent drop.
+		// Unavailable, closed or timed out: the event was not published.
 		s.cfg.Logger.Warn("publish failed", "room", room, "err", err)
 		aerr = unavailable("the event log is unavailable; the event was not published")
 	}
 	s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
-	return replay.Event{}, aerr
+	return aerr
 }
