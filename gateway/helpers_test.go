@@ -35,20 +35,23 @@ type pod struct {
 }
 
 type podConfig struct {
-	gw      gateway.Config
-	history int
-	queue   int
-	drain   drain.Config
+	gw         gateway.Config
+	mem        replay.MemoryConfig
+	history    int
+	queue      int
+	queueBytes int64
+	drain      drain.Config
 }
 
 func newPod(t testing.TB, pc podConfig) *pod {
 	t.Helper()
-	log, err := replay.NewMemoryLog(replay.MemoryConfig{History: pc.history})
+	pc.mem.History = pc.history
+	log, err := replay.NewMemoryLog(pc.mem)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg, err := rooms.New(log, log, rooms.Config{
-		Queue: pc.queue, Linger: 10 * time.Millisecond,
+		Queue: pc.queue, QueueBytes: pc.queueBytes, Linger: 10 * time.Millisecond,
 		Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame,
 	})
 	if err != nil {

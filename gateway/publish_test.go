@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay"
 )
 
 func TestPublishErrors(t *testing.T) {
@@ -189,5 +190,40 @@ func TestOperationalRoutes(t *testing.T) {
 	}
 	if res := do(t, http.MethodGet, p.public.URL+"/admin/drain", ""); res.status != 404 {
 		t.Errorf("public listener serves /admin/drain: %d", res.status)
+	}
+}
+
+func TestPublishWhenTheLogIsFullOrGone(t *testing.T) {
+	p := newPod(t, podConfig{mem: replay.MemoryConfig{MaxRooms: 1}})
+	p.publish(t, "first", `1`)
+	res := do(t, http.MethodPost, p.public.URL+"/rooms/second/events", `1`, "Content-Type", "application/json")
+	assertError(t, res, http.StatusServiceUnavailable, "unavailable")
+	if res.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	p.publish(t, "first", `2`) // the room it holds keeps working
+
+	if err := p.log.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res = do(t, http.MethodPost, p.public.URL+"/rooms/first/events", `3`, "Content-Type", "application/json")
+	assertError(t, res, http.StatusServiceUnavailable, "unavailable")
+	if res.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+}
+
+func TestAdminDrain(t *testing.T) {
+	p := newPod(t, podConfig{})
+	res := do(t, http.MethodPost, p.admin.URL+"/admin/drain", "")
+	if res.status != http.StatusAccepted || !strings.Contains(res.body, `"state":"draining"`) {
+		t.Fatalf("drain: %d %s", res.status, res.body)
+	}
+	<-p.drain.Done()
+	if st := do(t, http.MethodGet, p.admin.URL+"/admin/stats", "").body; !strings.Contains(st, `"state":"stopped"`) {
+		t.Fatalf("stats after the drain: %s", st)
+	}
+	if res := do(t, http.MethodGet, p.admin.URL+"/admin/drain", ""); res.status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /admin/drain: %d", res.status)
 	}
 }

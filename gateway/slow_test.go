@@ -124,3 +124,41 @@ func TestSlowConsumerIsClosedAndMemoryStaysBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteDeadlineClosesAStalledClient leaves the queue room enough that only the
+// per-write deadline can catch a client that stopped reading.
+func TestWriteDeadlineClosesAStalledClient(t *testing.T) {
+	p := newPod(t, podConfig{queue: 100000, queueBytes: 1 << 30, gw: gateway.Config{WriteTimeout: 200 * time.Millisecond, MaxBody: 1 << 20}})
+	stalled, err := net.Dial("tcp", p.public.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	_ = stalled.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(stalled, "GET /rooms/w/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	eventually(t, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
+
+	body := `"` + strings.Repeat("y", 256<<10) + `"`
+	want := stalled.LocalAddr().String()
+	for i := 0; ; i++ {
+		p.publish(t, "w", body)
+		select {
+		case addr := <-p.closedConns:
+			if addr != want {
+				continue
+			}
+			if st := p.rooms.Stats(); st.SlowDrops != 0 {
+				t.Fatalf("closed as a slow consumer (%d), want the write deadline", st.SlowDrops)
+			}
+			metrics := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body
+			if !strings.Contains(metrics, `roomcast_streams_closed_total{reason="write_failed"} 1`) {
+				t.Fatal("the close was not counted as a write failure")
+			}
+			return
+		default:
+		}
+		if i == 400 { // 100 MiB: far beyond any socket buffer
+			t.Fatal("the stalled client was never closed")
+		}
+	}
+}
