@@ -32,6 +32,18 @@ type Config struct {
 	PublishTimeout time.Duration
 	// ReplayBatch is how many history events one read fetches (default 256).
 	ReplayBatch int
+	// AcceptRate is how many new streams per second the pod admits (token bucket;
+	// zero: no limit), with bursts up to AcceptBurst.
+	AcceptRate  float64
+	AcceptBurst int
+	// MaxStreams caps the pod's concurrent streams (zero: no cap).
+	MaxStreams int
+	// MaxStreamsPerIP caps concurrent streams per client address (zero: no cap).
+	MaxStreamsPerIP int
+	// ClientIPHeader names a header set by a trusted proxy with the client's
+	// address (for example X-Forwarded-For, whose last entry is used); empty: the
+	// peer address. Only set it behind a proxy that always sets the header.
+	ClientIPHeader string
 	// Registry receives the gateway's metrics and is served on /metrics (default: a
 	// new registry).
 	Registry *prometheus.Registry
@@ -75,6 +87,8 @@ func (c *Config) fill() error {
 		return errors.New("gateway: heartbeat, write timeout and publish timeout must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
 		return errors.New("gateway: body limits, batch items and replay batch must be positive")
+	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0:
+		return errors.New("gateway: admission limits must not be negative")
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 type metrics struct {
 	streamsOpened  *prometheus.CounterVec
 	streamsClosed  *prometheus.CounterVec
-	streamsShed    prometheus.Counter
+	streamsTurned  *prometheus.CounterVec
 	delivered      prometheus.Counter
 	resyncsSent    prometheus.Counter
 	published      prometheus.Counter
@@ -28,9 +28,9 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 		streamsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomcast_streams_closed_total", Help: "SSE streams ended, by reason.",
 		}, []string{"reason"}),
-		streamsShed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "roomcast_streams_rejected_total", Help: "Streams answered with a retry hint and an ended stream because the pod was not accepting.",
-		}),
+		streamsTurned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomcast_streams_rejected_total", Help: "Streams answered with a longer retry hint and an ended stream instead of being admitted, by reason.",
+		}, []string{"reason"}),
 		delivered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roomcast_events_delivered_total", Help: "Event frames written to streams, history included.",
 		}),
@@ -51,13 +51,16 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 	for _, r := range rooms.Reasons {
 		m.streamsClosed.WithLabelValues(r.String())
 	}
+	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP} {
+		m.streamsTurned.WithLabelValues(r)
+	}
 	m.streamsOpened.WithLabelValues("true")
 	m.streamsOpened.WithLabelValues("false")
 	stat := func(f func(rooms.Stats) float64) func() float64 {
 		return func() float64 { return f(s.rooms.Stats()) }
 	}
 	cs := []prometheus.Collector{
-		m.streamsOpened, m.streamsClosed, m.streamsShed, m.delivered, m.resyncsSent,
+		m.streamsOpened, m.streamsClosed, m.streamsTurned, m.delivered, m.resyncsSent,
 		m.published, m.publishErrors, m.publishSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_streams_open", Help: "Open SSE streams."},
 			stat(func(st rooms.Stats) float64 { return float64(st.Members) })),

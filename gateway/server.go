@@ -27,6 +27,8 @@ type Server struct {
 	cfg   Config
 	m     *metrics
 
+	admission *admission
+
 	tokenHash []byte // sha256 of the publish token; nil when none is set
 	started   time.Time
 	published atomic.Uint64
@@ -45,7 +47,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now()}
+	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg)}
 	if cfg.PublishToken != "" {
 		sum := sha256.Sum256([]byte(cfg.PublishToken))
 		s.tokenHash = sum[:]

@@ -80,13 +80,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw := s.openStream(w)
-	if !s.drain.Accepting() {
-		// Not accepting (draining): a longer hint and an ended stream, never a
+	release, reject := s.admission.admit(r)
+	if reject == "" && !s.drain.Accepting() {
+		release()
+		reject = rejectDraining
+	}
+	if reject != "" {
+		// Draining or over a limit: a longer hint and an ended stream, never a
 		// non-200, which would make EventSource give up for good.
-		s.m.streamsShed.Inc()
+		s.m.streamsTurned.WithLabelValues(reject).Inc()
 		_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
 		return
 	}
+	defer release()
 	// Join before the first byte goes out: a client that has seen the response
 	// start is subscribed, so nothing published after that can pass it by.
 	ctx := r.Context()

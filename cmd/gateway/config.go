@@ -31,6 +31,12 @@ type config struct {
 	QueueBytes         byteSize
 	Linger             time.Duration
 
+	AcceptRate      float64
+	AcceptBurst     int
+	MaxStreams      int
+	MaxStreamsPerIP int
+	ClientIPHeader  string
+
 	MaxBody      byteSize
 	MaxBatchBody byteSize
 	PublishToken string
@@ -60,6 +66,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Queue, "queue", 256, "per-client queue, events")
 	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")
 	fs.DurationVar(&c.Linger, "linger", 2*time.Second, "how long an empty room keeps its subscription")
+	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
+	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
+	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
+	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 0, "concurrent streams per client address (0: no cap)")
+	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used); empty: the peer address")
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer token; empty allows loopback clients only")

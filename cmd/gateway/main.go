@@ -107,8 +107,10 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
 		PublishToken: cfg.PublishToken,
-		Registry:     metrics,
-		Logger:       logger,
+		AcceptRate:   cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
+		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader,
+		Registry: metrics,
+		Logger:   logger,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,72 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway"
+)
+
+// turnedAway asserts that the stream was answered 200, a retry hint in the longer
+// range and an end, with nothing else.
+func turnedAway(t *testing.T, s *stream, cfg gateway.Config) {
+	t.Helper()
+	frames := s.waitEnd()
+	lo, hi := 2*int(cfg.RetryMin.Milliseconds()), 2*int(cfg.RetryMax.Milliseconds())
+	if s.res.StatusCode != http.StatusOK || len(frames) != 1 || frames[0].retry < lo || frames[0].retry > hi {
+		t.Fatalf("status %d, frames %+v; want 200 and one retry hint in [%d, %d]", s.res.StatusCode, frames, lo, hi)
+	}
+}
+
+func TestAdmissionRate(t *testing.T) {
+	cfg := gateway.Config{AcceptRate: 0.001, AcceptBurst: 3, RetryMin: time.Second, RetryMax: 2 * time.Second}
+	p := newPod(t, podConfig{gw: cfg})
+	for i := 0; i < 3; i++ {
+		s := p.subscribe(t, "r", "")
+		if f, _ := s.nextAny(); f.retry < 1000 || f.retry > 2000 {
+			t.Fatalf("stream %d: %+v", i, f)
+		}
+	}
+	turnedAway(t, p.subscribe(t, "r", ""), cfg)
+	if m := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body; !strings.Contains(m, `roomcast_streams_rejected_total{reason="rate"} 1`) {
+		t.Fatal("the rejection was not counted")
+	}
+	if p.rooms.Len() != 3 {
+		t.Fatalf("%d members, want 3", p.rooms.Len())
+	}
+}
+
+func TestAdmissionCapacity(t *testing.T) {
+	cfg := gateway.Config{MaxStreams: 2, RetryMin: time.Second, RetryMax: 2 * time.Second}
+	p := newPod(t, podConfig{gw: cfg})
+	a := p.subscribe(t, "r", "")
+	a.nextAny()
+	b := p.subscribe(t, "r", "")
+	b.nextAny()
+	turnedAway(t, p.subscribe(t, "r", ""), cfg)
+	a.close()
+	eventually(t, "a place freed", func() bool { return p.rooms.Len() == 1 })
+	c := p.subscribe(t, "r", "")
+	if f, _ := c.nextAny(); f.retry < 1000 || f.retry > 2000 {
+		t.Fatalf("after a stream ended the next one was not admitted: %+v", f)
+	}
+}
+
+func TestAdmissionPerClientIP(t *testing.T) {
+	cfg := gateway.Config{MaxStreamsPerIP: 1, ClientIPHeader: "X-Forwarded-For", RetryMin: time.Second, RetryMax: 2 * time.Second}
+	p := newPod(t, podConfig{gw: cfg})
+	// The nearest proxy appends the address it saw: a client cannot pick the last entry.
+	one := p.subscribe(t, "r", "", "X-Forwarded-For", "6.6.6.6, 10.0.0.1")
+	one.nextAny()
+	two := p.subscribe(t, "r", "", "X-Forwarded-For", "10.0.0.2")
+	two.nextAny()
+	turnedAway(t, p.subscribe(t, "r", "", "X-Forwarded-For", "7.7.7.7, 10.0.0.1"), cfg)
+
+	peer := newPod(t, podConfig{gw: gateway.Config{MaxStreamsPerIP: 1, RetryMin: time.Second, RetryMax: 2 * time.Second}})
+	first := peer.subscribe(t, "r", "", "X-Forwarded-For", "1.1.1.1")
+	first.nextAny()
+	// Without a trusted header the peer address counts, whatever the header says.
+	turnedAway(t, peer.subscribe(t, "r", "", "X-Forwarded-For", "2.2.2.2"), cfg)
+}
