@@ -20,10 +20,11 @@ import (
 	"github.com/roomcast/roomcast/rooms"
 )
 
-// pod is a complete single-pod gateway on httptest servers: the real router, the real
-// memory log, registry and drainer.
+// pod is a complete gateway pod on httptest servers: the real router, registry and
+// drainer over a real log (the memory log unless the test gives another).
 type pod struct {
-	log    *replay.MemoryLog
+	log    replay.Log
+	mem    *replay.MemoryLog // the log, when it is the memory log
 	rooms  *rooms.Registry
 	drain  *drain.Drainer
 	srv    *gateway.Server
@@ -46,10 +47,18 @@ type podConfig struct {
 func newPod(t testing.TB, pc podConfig) *pod {
 	t.Helper()
 	pc.mem.History = pc.history
-	log, err := replay.NewMemoryLog(pc.mem)
+	mem, err := replay.NewMemoryLog(pc.mem)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := newPodOn(t, mem, pc)
+	p.mem = mem
+	return p
+}
+
+// newPodOn builds a pod over log, which it closes at the end of the test.
+func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
+	t.Helper()
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue: pc.queue, QueueBytes: pc.queueBytes, Linger: 10 * time.Millisecond,
 		Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame,
