@@ -17,9 +17,11 @@ require (
 	github.com/r3labs/sse/v2 v2.10.0 // indirect
 	github.com/redis/rueidis v1.0.79 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/cenkalti/backoff.v1 v1.1.0 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )
