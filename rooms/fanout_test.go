@@ -440,3 +440,29 @@ func TestRepair(t *testing.T) {
 		}
 	})
 }
+
+// TestForkedHistoryResyncs: members saw an event at seq 4 that the log does not hold
+// (a primary failed over before replicating it and the seq went to another event).
+// The repair must notice and resync, not skip the log's seq 4 as already delivered.
+func TestForkedHistoryResyncs(t *testing.T) {
+	l, bus, g := setup(t, replay.MemoryConfig{}, Config{})
+	m := join(t, g, "lobby")
+	ev := publish(t, l, "lobby", 3)
+	expectEvents(t, m, ev.Epoch, 1, 3)
+
+	// The doorbell delivers a seq 4 that never reached the log that survived.
+	bus.setIntercept(func(e replay.Event) []replay.Event { return nil })
+	bus.ring("lobby", replay.Event{Room: "lobby", Epoch: ev.Epoch, Seq: 4, TS: 1, Body: []byte(`"lost"`)})
+	expectEvents(t, m, ev.Epoch, 4, 4)
+	real := publish(t, l, "lobby", 2) // the log's own seq 4 and 5
+	bus.setIntercept(nil)
+
+	bus.ring("lobby", replay.Event{}) // resubscribed: read the log
+	expectResync(t, m, real.Position())
+	if st := g.Stats(); st.Forks != 1 || st.Resyncs != 1 {
+		t.Fatalf("Stats = %+v, want one fork resynced", st)
+	}
+	publish(t, l, "lobby", 1)
+	expectEvents(t, m, ev.Epoch, 6, 6)
+	expectEmpty(t, m)
+}

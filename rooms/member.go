@@ -18,6 +18,8 @@ type Item struct {
 	// Resync marks a notice that the history between the member's last event and Pos
 	// is lost.
 	Resync bool
+
+	ts int64 // the event's publish time
 }
 
 // Member is one stream's place in a room.

@@ -14,6 +14,7 @@ type Stats struct {
 	SlowDrops     uint64 // members closed because their queue overflowed
 	Repairs       uint64 // repairs started (gaps, epoch changes, bus resets)
 	Resyncs       uint64 // gaps the log could not fill
+	Forks         uint64 // repairs that found another event at the last delivered seq
 }
 
 // Stats returns the registry's counters.
@@ -25,6 +26,7 @@ func (g *Registry) Stats() Stats {
 		SlowDrops:     g.slowDrops.Load(),
 		Repairs:       g.repairs.Load(),
 		Resyncs:       g.resyncs.Load(),
+		Forks:         g.forks.Load(),
 	}
 }
 

@@ -73,6 +73,7 @@ type Registry struct {
 	slowDrops     atomic.Uint64
 	repairs       atomic.Uint64
 	resyncs       atomic.Uint64
+	forks         atomic.Uint64
 	closed        atomic.Bool
 
 	wg   sync.WaitGroup // open, repair and expire goroutines
@@ -97,6 +98,7 @@ type room struct {
 	lingerGen uint64
 	linger    *time.Timer
 	pos       replay.Position // last position delivered to members
+	posTS     int64           // publish time of the event at pos; 0 when unknown
 	syncing   bool            // a repair (or the initial baseline) is running
 	dirty     bool            // a ring arrived while syncing
 }
@@ -363,7 +365,7 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 	return func(ev replay.Event) {
 		var it *Item
 		if ev.Seq != 0 {
-			it = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev)}
+			it = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev), ts: ev.TS}
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -377,7 +379,7 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 			// Already delivered (a repair read it first).
 		case ev.Epoch == r.pos.Epoch && ev.Seq == r.pos.Seq+1,
 			r.pos == (replay.Position{}) && ev.Seq == 1:
-			r.pos = it.Pos
+			r.pos, r.posTS = it.Pos, it.ts
 			g.fanoutLocked(r, it)
 		default:
 			g.startRepairLocked(r)
@@ -405,13 +407,18 @@ func (g *Registry) repair(r *room) {
 			r.mu.Unlock()
 			return
 		}
-		from := r.pos
+		from, fromTS := r.pos, r.posTS
 		r.dirty = false
 		r.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
-		evs, head, err := g.log.Since(ctx, r.name, from, g.cfg.RepairBatch)
+		evs, head, err := g.readAfter(ctx, r.name, from, fromTS)
 		cancel()
+		if errors.Is(err, errForked) {
+			g.forks.Add(1)
+			g.cfg.Logger.Warn("room history forked: the event members saw last is not in the log; resyncing",
+				"room", r.name, "seq", from.Seq)
+		}
 		if err != nil && !errors.Is(err, replay.ErrGap) {
 			g.cfg.Logger.Warn("room repair read failed", "room", r.name, "err", err)
 			select {
@@ -425,18 +432,18 @@ func (g *Registry) repair(r *room) {
 		backoff = 50 * time.Millisecond
 		items := make([]*Item, len(evs))
 		for i, ev := range evs {
-			items[i] = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev)}
+			items[i] = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev), ts: ev.TS}
 		}
 
 		r.mu.Lock()
 		if r.pos == from {
 			if err != nil { // ErrGap: the log cannot fill the hole.
-				r.pos = head
+				r.pos, r.posTS = head, 0
 				g.resyncs.Add(1)
 				g.fanoutLocked(r, &Item{Pos: head, Frame: g.cfg.ResyncFrame(r.name, head), Resync: true})
 			}
 			for _, it := range items {
-				r.pos = it.Pos
+				r.pos, r.posTS = it.Pos, it.ts
 				g.fanoutLocked(r, it)
 			}
 		}
@@ -448,6 +455,33 @@ func (g *Registry) repair(r *room) {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// errForked: the log holds another event at the position members saw last.
+var errForked = fmt.Errorf("rooms: history forked: %w", replay.ErrGap)
+
+// readAfter reads the events after from. When it knows the publish time of the event
+// at from, it reads that event too and checks that it is the one members saw: a
+// primary that failed over before replicating an event may have given its seq to
+// another event, and a repair that trusted the seq alone would skip that one
+// silently. A mismatch is errForked, which resyncs the room like any other gap.
+func (g *Registry) readAfter(ctx context.Context, room string, from replay.Position, fromTS int64) ([]replay.Event, replay.Position, error) {
+	if from.Seq == 0 || fromTS == 0 {
+		return g.log.Since(ctx, room, from, g.cfg.RepairBatch)
+	}
+	prev := replay.Position{Epoch: from.Epoch, Seq: from.Seq - 1}
+	evs, head, err := g.log.Since(ctx, room, prev, g.cfg.RepairBatch+1)
+	switch {
+	case errors.Is(err, replay.ErrGap):
+		// The event before from is trimmed (or the epoch is gone): read without
+		// the check; another epoch still reports its gap.
+		return g.log.Since(ctx, room, from, g.cfg.RepairBatch)
+	case err != nil:
+		return nil, head, err
+	case len(evs) == 0 || evs[0].Seq != from.Seq || evs[0].TS != fromTS:
+		return nil, head, errForked
+	}
+	return evs[1:], head, nil
 }
 
 // fanoutLocked offers it to every open member without blocking. A member that cannot
