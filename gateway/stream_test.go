@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,12 +13,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay/redistest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	goleak.VerifyTestMain(m, append(redistest.LeakOptions(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.Cleanup(func(code int) { redistest.Teardown(); os.Exit(code) }))...)
 }
 
 func TestStreamHeadersAndFirstFrame(t *testing.T) {

@@ -17,6 +17,16 @@
 // bounded by a room count, a byte budget and an idle TTL. It is complete on its own;
 // one process is one product.
 //
+// RedisLog is the fleet's shared log on Redis 7 (standalone or cluster, through
+// rueidis). Every key of a room carries the hash tag {room}: room:{r}:seq (epoch and
+// seq), room:{r}:log (a Stream, entry ids <seq>-0, MAXLEN ~ History),
+// room:{r}:idem:<key>, and the shard channel room:{r}. One Redis Function
+// (roomcast.lua) validates, checks the idempotency key, assigns the seq, appends and
+// SPUBLISHes atomically; a read-only one returns the head and the entries after a
+// position together, so gap detection is exact. Subscribe holds one SSUBSCRIBE loop
+// per room that resubscribes after failovers and slot moves and rings a zero Event
+// each time. Concurrent identical reads share one Redis call.
+//
 // # Must not
 //
 // replay knows nothing about HTTP or about who listens. The doorbell callback it is
@@ -25,7 +35,6 @@
 //
 // # Concurrency
 //
-// Every Log method is safe for concurrent use. MemoryLog locks, in order: a room's
-// mutex, then a subscription shard's read lock; the map shard lock is never held
-// while a room's mutex is taken.
+// Every Log method is safe for concurrent use. MemoryLog locks, in order: a map
+// shard's mutex, then a room's mutex, then a subscription shard's read lock.
 package replay

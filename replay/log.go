@@ -19,7 +19,8 @@ type Log interface {
 	// head (the newest position; the zero Position for a room with no history).
 	// It returns ErrGap, with the head, when `after` was trimmed away, belongs to
 	// another epoch or is ahead of the head: the reader cannot be repaired and must
-	// resync from the head.
+	// resync from the head. The slice may be shared with concurrent callers: never
+	// modify it.
 	Since(ctx context.Context, room string, after Position, limit int) ([]Event, Position, error)
 
 	// Head returns the room's newest position without reading history.
@@ -27,8 +28,11 @@ type Log interface {
 
 	// Subscribe makes the log call ring for every event appended to room from now
 	// on, in seq order, until Unsubscribe. A ring with a zero Event (Seq 0) means
-	// "the doorbell may have missed events: read the log". ring must not block. A
-	// room has at most one subscriber per Log; a second Subscribe replaces the first.
+	// "the doorbell may have missed events: read the log". ring must not block: it
+	// may run on a connection's reader, where blocking stalls every room on that
+	// node. A room has at most one subscriber per Log; a second Subscribe replaces
+	// the first. Subscribe returns once the subscription is active, so a history read
+	// after it overlaps whatever rings next.
 	Subscribe(ctx context.Context, room string, ring func(Event)) error
 
 	// Unsubscribe stops the rings for room.

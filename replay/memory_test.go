@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,10 +13,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/redistest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, append(redistest.LeakOptions(),
+		goleak.Cleanup(func(code int) { redistest.Teardown(); os.Exit(code) }))...)
+}
 
 func TestMemoryLogContract(t *testing.T) {
 	replaytest.Run(t, func(t *testing.T, history int) replay.Log {

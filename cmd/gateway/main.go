@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -68,15 +69,7 @@ type pod struct {
 }
 
 func build(cfg config, logger *slog.Logger) (*pod, error) {
-	if cfg.Redis != "" {
-		return nil, errors.New("--redis: fleet mode is not part of this build yet; leave it empty for the embedded log")
-	}
-	log, err := replay.NewMemoryLog(replay.MemoryConfig{
-		History:    cfg.History,
-		HistoryTTL: cfg.HistoryTTL,
-		MaxRooms:   cfg.MaxRooms,
-		MaxBytes:   int64(cfg.MaxHistoryBytes),
-	})
+	log, err := openLog(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +111,34 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	return &pod{cfg: cfg, log: log, rooms: reg, drain: dr, server: srv}, nil
 }
 
+// openLog returns the shared Redis log with --redis, else the embedded memory log.
+func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
+	if cfg.Redis == "" {
+		return replay.NewMemoryLog(replay.MemoryConfig{
+			History:    cfg.History,
+			HistoryTTL: cfg.HistoryTTL,
+			MaxRooms:   cfg.MaxRooms,
+			MaxBytes:   int64(cfg.MaxHistoryBytes),
+		})
+	}
+	var addrs []string
+	for _, a := range strings.Split(cfg.Redis, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return replay.NewRedisLog(ctx, replay.RedisConfig{
+		Addrs:        addrs,
+		History:      cfg.History,
+		HistoryTTL:   cfg.HistoryTTL,
+		WaitReplicas: cfg.PublishWaitReplicas,
+		Timeout:      cfg.RedisTimeout,
+		Logger:       logger,
+	})
+}
+
 func (p *pod) serve(logger *slog.Logger) int {
 	public, err := net.Listen("tcp", p.cfg.Addr)
 	if err != nil {
@@ -139,7 +160,7 @@ func (p *pod) serve(logger *slog.Logger) int {
 		}()
 	}
 	logger.Info("roomcast gateway started", "addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
-		"log", "memory", "history", p.cfg.History, "retry_min", p.cfg.RetryMin.String(), "retry_max", p.cfg.RetryMax.String())
+		"log", logKind(p.cfg), "history", p.cfg.History, "retry_min", p.cfg.RetryMin.String(), "retry_max", p.cfg.RetryMax.String())
 	if p.cfg.PublishToken == "" {
 		logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
 	}
@@ -183,6 +204,13 @@ func (p *pod) serve(logger *slog.Logger) int {
 	}
 	logger.Info("roomcast gateway stopped", "exit_code", code)
 	return code
+}
+
+func logKind(cfg config) string {
+	if cfg.Redis != "" {
+		return "redis"
+	}
+	return "memory"
 }
 
 func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {

@@ -1,0 +1,479 @@
+package replay
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The Redis Function library (roomcast.lua). Its name and its functions' names carry
+// a version: Redis keeps function names unique across libraries, so a new version
+// gets new names and loads beside the old one during a rolling upgrade.
+const (
+	RedisLibrary   = "roomcast_v1"
+	redisFnPublish = "roomcast_v1_publish"
+	redisFnSince   = "roomcast_v1_since"
+)
+
+//go:embed roomcast.lua
+var redisLibrarySource string
+
+// MaxIdempotencyKeyLen bounds Message.IdempotencyKey for RedisLog, in bytes.
+const MaxIdempotencyKeyLen = 1024
+
+// RedisConfig configures a RedisLog. Every zero value means "the default".
+type RedisConfig struct {
+	// Addrs are seed addresses ("host:port"): one standalone server or any nodes of a
+	// cluster; the client finds out which. Required.
+	Addrs []string
+	// History is the number of events kept per room (default 1000). Redis trims the
+	// log approximately (whole stream nodes of 100 entries), so a room may keep up to
+	// about 100 more.
+	History int
+	// HistoryTTL is how long a room may go without a publish before its keys expire
+	// and its next event starts a new epoch (default 24h; at least 1ms).
+	HistoryTTL time.Duration
+	// IdempotencyTTL is how long an idempotency key is remembered (default 1h; at
+	// least 1ms).
+	IdempotencyTTL time.Duration
+	// WaitReplicas, when positive, makes Append acknowledge an event only once WAIT
+	// confirms that this many replicas of the room's shard have it. Zero does not wait.
+	WaitReplicas int
+	// WaitTimeout bounds that WAIT (default 500ms, or half of Timeout if that is
+	// less). It must be below Timeout.
+	WaitTimeout time.Duration
+	// Timeout bounds each call to the log, retries included (default 2s). It is also
+	// the dial timeout.
+	Timeout time.Duration
+	// Logger receives the log's own warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *RedisConfig) fill() error {
+	if c.History == 0 {
+		c.History = 1000
+	}
+	if c.HistoryTTL == 0 {
+		c.HistoryTTL = 24 * time.Hour
+	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = time.Hour
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Second
+	}
+	if c.WaitReplicas > 0 && c.WaitTimeout == 0 {
+		c.WaitTimeout = min(500*time.Millisecond, c.Timeout/2)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case len(c.Addrs) == 0:
+		return errors.New("replay: redis: no address")
+	case c.History < 1:
+		return fmt.Errorf("replay: redis: history %d: must be at least 1", c.History)
+	case c.HistoryTTL < time.Millisecond || c.IdempotencyTTL < time.Millisecond:
+		return errors.New("replay: redis: history and idempotency ttl must be at least 1ms")
+	case c.Timeout < 0:
+		return fmt.Errorf("replay: redis: timeout %s: must be positive", c.Timeout)
+	case c.WaitReplicas < 0:
+		return fmt.Errorf("replay: redis: wait replicas %d: must not be negative", c.WaitReplicas)
+	case c.WaitReplicas > 0 && (c.WaitTimeout < time.Millisecond || c.WaitTimeout >= c.Timeout):
+		return fmt.Errorf("replay: redis: wait timeout %s: must be at least 1ms and below the timeout %s", c.WaitTimeout, c.Timeout)
+	}
+	return nil
+}
+
+// RedisLog is the shared Log of a fleet: Redis (standalone or cluster) holds every
+// room's sequence, bounded log and doorbell; pods hold no durable state. See
+// roomcast.lua for the key layout.
+//
+// Append runs one Redis Function that validates, assigns the next seq, appends to the
+// log, remembers the idempotency key, refreshes the room's TTL and publishes on the
+// room's shard channel, atomically. Since reads the head and the entries after a
+// position in one read-only function, so gap detection is exact. Concurrent
+// identical Since (and Head) calls of one room share one Redis call, never one that
+// started before the caller arrived. Subscribe keeps one SSUBSCRIBE per room.
+//
+// Errors: a backend that cannot be reached or answers CLUSTERDOWN, TRYAGAIN,
+// LOADING or MASTERDOWN in time yields an error wrapping ErrUnavailable. Calls that
+// surely did not run (TRYAGAIN, CLUSTERDOWN, MOVED, ASK, LOADING, MASTERDOWN, a
+// failed dial) are retried with jittered backoff within the call's Timeout; an
+// Append whose outcome is unknown (connection lost after sending) is retried only
+// when it has an idempotency key.
+//
+// Concurrency: every method is safe for concurrent use. A room's ring is called for
+// one event at a time, on rueidis's goroutines (the room's Receive goroutine for
+// events, a connection's reader for zero Events), never after Unsubscribe returns.
+// It must not block: a blocked ring stalls the connection every room on that node
+// shares. Locks, in order: a flight's mu, RedisLog.mu, a subscription's ringMu
+// (held while ring runs). None is held across Redis I/O.
+type RedisLog struct {
+	cfg    RedisConfig
+	client rueidis.Client
+
+	life   context.Context // canceled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex // guards subs, closed and wg.Add
+	subs   map[string]*redisSub
+	closed bool
+	wg     sync.WaitGroup // subscription loops and shared reads
+
+	isClosed atomic.Bool
+
+	since flight[sinceResult]
+	head  flight[Position]
+	load  flight[struct{}]
+
+	retries      atomic.Uint64
+	reloads      atomic.Uint64
+	resubscribes atomic.Uint64
+	badMessages  atomic.Uint64
+}
+
+var _ Log = (*RedisLog)(nil)
+
+// RedisStats counts what a RedisLog did since it started.
+type RedisStats struct {
+	// Subscriptions is the number of rooms subscribed now.
+	Subscriptions int
+	// Resubscribes counts subscriptions confirmed again after a failover, slot move
+	// or lost connection (each rang a zero Event).
+	Resubscribes uint64
+	// Retries counts calls repeated after an error that allows it.
+	Retries uint64
+	// Reloads counts loads of the function library after a node did not know it.
+	Reloads uint64
+	// BadMessages counts doorbell messages that could not be decoded.
+	BadMessages uint64
+}
+
+// NewRedisLog connects to Redis and loads the function library on every primary.
+// ctx bounds the library load; connecting is bounded by cfg.Timeout per address.
+func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	client, err := connectRedis(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("replay: redis connect %v: %w: %w", cfg.Addrs, ErrUnavailable, err)
+	}
+	life, cancel := context.WithCancel(context.Background())
+	l := &RedisLog{cfg: cfg, client: client, life: life, cancel: cancel, subs: make(map[string]*redisSub)}
+	lctx, lcancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer lcancel()
+	if err := l.loadLibrary(lctx); err != nil {
+		cancel()
+		client.Close()
+		return nil, fmt.Errorf("replay: redis load library: %w", l.mapErr(ctx, err))
+	}
+	return l, nil
+}
+
+// connectRedis makes a client from the first seed that answers, trying them in a
+// random order. One seed at a time: given several, rueidis dials them all at once,
+// keeps the first to answer and lets the others race into its connection table
+// (each loser is closed by a goroutine 5s later). The client learns every node of a
+// cluster from the one seed.
+func connectRedis(ctx context.Context, cfg RedisConfig) (rueidis.Client, error) {
+	seeds := slices.Clone(cfg.Addrs)
+	rand.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
+	var errs []error
+	for _, addr := range seeds {
+		if err := ctx.Err(); err != nil {
+			return nil, errors.Join(append(errs, err)...)
+		}
+		client, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress:  []string{addr},
+			Dialer:       net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second},
+			DisableCache: true,
+			// Retries are ours: only a call that surely did not run, or that is safe
+			// to repeat, is sent again, and always within the call's Timeout.
+			DisableRetry: true,
+		})
+		if err == nil {
+			return client, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// Stats reports the log's counters.
+func (l *RedisLog) Stats() RedisStats {
+	l.mu.Lock()
+	n := len(l.subs)
+	l.mu.Unlock()
+	return RedisStats{
+		Subscriptions: n,
+		Resubscribes:  l.resubscribes.Load(),
+		Retries:       l.retries.Load(),
+		Reloads:       l.reloads.Load(),
+		BadMessages:   l.badMessages.Load(),
+	}
+}
+
+// Key and channel names. room must have passed ValidRoom: a "{" or "}" in it would
+// move the keys to another hash slot.
+func redisSeqKey(room string) string       { return "room:{" + room + "}:seq" }
+func redisLogKey(room string) string       { return "room:{" + room + "}:log" }
+func redisChannel(room string) string      { return "room:{" + room + "}" }
+func redisIdemKey(room, key string) string { return "room:{" + room + "}:idem:" + key }
+
+// spawn runs fn on a goroutine that Close waits for; it reports false after Close.
+func (l *RedisLog) spawn(fn func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// callCtx bounds one call by the configured Timeout.
+func (l *RedisLog) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.cfg.Timeout)
+}
+
+func validMessage(room string, m Message) bool {
+	return ValidRoom(room) && (m.Type == "" || ValidType(m.Type)) && len(m.Body) > 0 &&
+		len(m.IdempotencyKey) <= MaxIdempotencyKeyLen
+}
+
+// Append implements Log.
+func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, error) {
+	if l.isClosed.Load() {
+		return Event{}, ErrClosed
+	}
+	if !validMessage(room, m) {
+		return Event{}, fmt.Errorf("replay: append %q: %w", room, ErrInvalid)
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	ev, err := l.append(cctx, room, m)
+	if err != nil {
+		return Event{}, fmt.Errorf("replay: append %q: %w", room, l.mapErr(ctx, err))
+	}
+	return ev, nil
+}
+
+// append publishes one validated message, retrying what may be retried.
+func (l *RedisLog) append(ctx context.Context, room string, m Message) (Event, error) {
+	var ev Event
+	err := l.retry(ctx, m.IdempotencyKey != "", func(ctx context.Context) error {
+		var err error
+		if l.cfg.WaitReplicas > 0 {
+			ev, err = l.publishAndWait(ctx, room, m)
+		} else {
+			ev, err = decodePublish(l.client.Do(ctx, l.publishCmd(l.client.B(), room, m)), room, m)
+		}
+		return err
+	})
+	return ev, err
+}
+
+func (l *RedisLog) publishCmd(b rueidis.Builder, room string, m Message) rueidis.Completed {
+	args := []string{
+		newEpoch(),
+		strconv.Itoa(l.cfg.History),
+		strconv.FormatInt(l.cfg.HistoryTTL.Milliseconds(), 10),
+		strconv.FormatInt(l.cfg.IdempotencyTTL.Milliseconds(), 10),
+		m.Type,
+		string(m.Body),
+	}
+	if m.IdempotencyKey == "" {
+		return b.Fcall().Function(redisFnPublish).Numkeys(2).
+			Key(redisSeqKey(room), redisLogKey(room)).Arg(args...).Build()
+	}
+	return b.Fcall().Function(redisFnPublish).Numkeys(3).
+		Key(redisSeqKey(room), redisLogKey(room), redisIdemKey(room, m.IdempotencyKey)).Arg(args...).Build()
+}
+
+// errNotReplicated: WAIT saw fewer replicas than asked for in time. The event is
+// stored on the primary but might not survive its failover.
+var errNotReplicated = errors.New("fewer replicas acknowledged than required")
+
+// publishAndWait publishes and runs WAIT on the same connection: WAIT counts the
+// replicas that acknowledged the connection's own last write. A dedicated connection
+// keeps WAIT from blocking the shared pipeline; in a cluster it is pinned to the
+// room's slot, so it reaches the node that ran the publish.
+func (l *RedisLog) publishAndWait(ctx context.Context, room string, m Message) (Event, error) {
+	var ev Event
+	err := l.client.Dedicated(func(c rueidis.DedicatedClient) error {
+		res := c.DoMulti(ctx,
+			l.publishCmd(c.B(), room, m),
+			c.B().Wait().Numreplicas(int64(l.cfg.WaitReplicas)).Timeout(l.cfg.WaitTimeout.Milliseconds()).Build())
+		var err error
+		if ev, err = decodePublish(res[0], room, m); err != nil {
+			return err
+		}
+		acked, err := res[1].AsInt64()
+		if err != nil {
+			return err
+		}
+		if acked < int64(l.cfg.WaitReplicas) {
+			return fmt.Errorf("%w: %w (%d of %d in %s)", ErrUnavailable, errNotReplicated, acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
+		}
+		return nil
+	})
+	return ev, err
+}
+
+// decodePublish reads the publish function's answer: {epoch, seq, ts, duplicate}.
+func decodePublish(res rueidis.RedisResult, room string, m Message) (Event, error) {
+	arr, err := res.ToArray()
+	if err != nil {
+		return Event{}, err
+	}
+	if len(arr) != 4 {
+		return Event{}, fmt.Errorf("publish answered %d values, want 4", len(arr))
+	}
+	epoch, err1 := arr[0].ToString()
+	seq, err2 := arr[1].AsInt64()
+	ts, err3 := arr[2].AsInt64()
+	dup, err4 := arr[3].AsInt64()
+	if err := errors.Join(err1, err2, err3, err4); err != nil || seq < 1 {
+		return Event{}, fmt.Errorf("publish answered %v: %v", arr, err)
+	}
+	ev := Event{Room: room, Epoch: epoch, Seq: uint64(seq), TS: ts}
+	if dup == 0 {
+		ev.Type, ev.Body = m.Type, m.Body
+	}
+	return ev, nil
+}
+
+// AppendBatch appends msgs[i] to rooms[i] for every i, pipelined: one round trip per
+// node, however many rooms. Results are in order; each item fails alone. Items that
+// hit a retryable error are retried one by one, so seqs within one room follow the
+// batch order except after such a retry. With WaitReplicas set the items run
+// concurrently, each with its own WAIT. A length mismatch fails every item with
+// ErrInvalid.
+func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Message) ([]Event, []error) {
+	n := max(len(rooms), len(msgs))
+	evs, errs := make([]Event, n), make([]error, n)
+	fill := func(err error) ([]Event, []error) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return evs, errs
+	}
+	switch {
+	case len(rooms) != len(msgs):
+		return fill(fmt.Errorf("replay: append batch: %d rooms for %d messages: %w", len(rooms), len(msgs), ErrInvalid))
+	case l.isClosed.Load():
+		return fill(ErrClosed)
+	case n == 0:
+		return evs, errs
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	var cmds []rueidis.Completed
+	var idx []int
+	for i := range msgs {
+		if !validMessage(rooms[i], msgs[i]) {
+			errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], ErrInvalid)
+			continue
+		}
+		if l.cfg.WaitReplicas == 0 {
+			cmds = append(cmds, l.publishCmd(l.client.B(), rooms[i], msgs[i]))
+		}
+		idx = append(idx, i)
+	}
+	if l.cfg.WaitReplicas > 0 {
+		l.appendEach(cctx, ctx, idx, rooms, msgs, evs, errs)
+		return evs, errs
+	}
+	if len(cmds) > 0 {
+		for j, res := range l.client.DoMulti(cctx, cmds...) {
+			i := idx[j]
+			ev, err := decodePublish(res, rooms[i], msgs[i])
+			if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
+				l.retries.Add(1)
+				ev, err = l.append(cctx, rooms[i], msgs[i])
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
+				continue
+			}
+			evs[i] = ev
+		}
+	}
+	return evs, errs
+}
+
+// appendEach runs the items at idx concurrently, a few at a time.
+func (l *RedisLog) appendEach(cctx, ctx context.Context, idx []int, rooms []string, msgs []Message, evs []Event, errs []error) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, i := range idx {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ev, err := l.append(cctx, rooms[i], msgs[i])
+			if err != nil {
+				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
+				return
+			}
+			evs[i] = ev
+		})
+	}
+	wg.Wait()
+}
+
+// Ping checks that the backend answers, within Timeout. It is what /readyz asks.
+func (l *RedisLog) Ping(ctx context.Context) error {
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	if err := l.client.Do(cctx, l.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("replay: ping: %w", l.mapErr(ctx, err))
+	}
+	return nil
+}
+
+// Close stops every subscription and shared read, waits for them, and closes the
+// client. It is safe to call more than once.
+func (l *RedisLog) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.isClosed.Store(true)
+	l.mu.Unlock()
+	l.cancel()
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	defer l.client.Close()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		// What is left ends within Timeout: every call it makes is bounded by it.
+		return fmt.Errorf("replay: close: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,248 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/roomcast/roomcast/replay/redistest"
+)
+
+func TestRedisLibraryHeader(t *testing.T) {
+	first, _, _ := strings.Cut(redisLibrarySource, "\n")
+	if first != "#!lua name="+RedisLibrary {
+		t.Fatalf("library header %q, want name %s", first, RedisLibrary)
+	}
+	for _, fn := range []string{redisFnPublish, redisFnSince} {
+		if !strings.Contains(redisLibrarySource, "'"+fn+"'") || !strings.HasPrefix(fn, RedisLibrary+"_") {
+			t.Errorf("function %s not registered under the library's version", fn)
+		}
+	}
+}
+
+func TestDecodeDoorbell(t *testing.T) {
+	cases := []struct {
+		name string
+		msg  string
+		ok   bool
+		want Event
+	}{
+		{"typed", "ep1 7 1700000000123 chat\n{\"a\":1}", true,
+			Event{Room: "r", Epoch: "ep1", Seq: 7, TS: 1700000000123, Type: "chat", Body: []byte(`{"a":1}`)}},
+		{"default type", "ep1 1 5 \n\"x\"", true, Event{Room: "r", Epoch: "ep1", Seq: 1, TS: 5, Body: []byte(`"x"`)}},
+		{"body with newline and spaces", "e 2 3 t\n{\"a\": \"b\nc\"}", true,
+			Event{Room: "r", Epoch: "e", Seq: 2, TS: 3, Type: "t", Body: []byte("{\"a\": \"b\nc\"}")}},
+		{"no body", "e 2 3 t\n", false, Event{}},
+		{"no newline", "e 2 3 t", false, Event{}},
+		{"seq zero", "e 0 3 t\n1", false, Event{}},
+		{"bad seq", "e -1 3 t\n1", false, Event{}},
+		{"bad epoch", "e{ 1 3 t\n1", false, Event{}},
+		{"bad ts", "e 1 x t\n1", false, Event{}},
+		{"short header", "e 1\n1", false, Event{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := decodeDoorbell("r", tc.msg)
+			if ok != tc.ok || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("decodeDoorbell(%q) = %+v, %v; want %+v, %v", tc.msg, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzDecodeDoorbell(f *testing.F) {
+	f.Add("ep1 7 1700000000123 chat\n{\"a\":1}")
+	f.Add("e 1 1 \n1")
+	f.Fuzz(func(t *testing.T, msg string) {
+		ev, ok := decodeDoorbell("r", msg)
+		if !ok {
+			return
+		}
+		if ev.Seq == 0 || len(ev.Body) == 0 || !validEpoch(ev.Epoch) || strings.ContainsAny(ev.Type, "\n") {
+			t.Fatalf("accepted %q as %+v", msg, ev)
+		}
+	})
+}
+
+func TestClassify(t *testing.T) {
+	// Error replies as rueidis returns them, from a real server.
+	s := redistest.SharedStandalone(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: s.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	redisErr := func(msg string) error {
+		script := "return redis.error_reply('" + msg + "')"
+		err := client.Do(context.Background(), client.B().Eval().Script(script).Numkeys(0).Build()).Error()
+		if _, ok := rueidis.IsRedisErr(err); !ok || !strings.HasSuffix(msg, err.Error()) {
+			t.Fatalf("error reply %q came back as %v", msg, err)
+		}
+		return err
+	}
+	cases := []struct {
+		name string
+		err  error
+		want failure
+	}{
+		{"tryagain", redisErr("TRYAGAIN Multiple keys request during rehashing of slot"), failNotRun},
+		{"clusterdown", redisErr("CLUSTERDOWN The cluster is down"), failNotRun},
+		{"loading", redisErr("LOADING Redis is loading the dataset in memory"), failNotRun},
+		{"masterdown", redisErr("MASTERDOWN Link with MASTER is down"), failNotRun},
+		{"moved", redisErr("MOVED 3999 127.0.0.1:6381"), failNotRun},
+		{"ask", redisErr("ASK 3999 127.0.0.1:6381"), failNotRun},
+		{"readonly", redisErr("READONLY You cannot write against a read only replica."), failNotRun},
+		{"no function", redisErr("ERR Function not found"), failNoFunction},
+		{"oom", redisErr("OOM command not allowed when used memory > maxmemory."), failFull},
+		{"script error", redisErr("ERR roomcast: bad epoch"), failOther},
+		{"dial", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, failNotRun},
+		{"eof", io.EOF, failUnknown},
+		{"reset", &net.OpError{Op: "read", Err: errors.New("connection reset")}, failUnknown},
+		{"deadline", context.DeadlineExceeded, failDeadline},
+		{"wrapped deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), failDeadline},
+		{"no slot", rueidis.ErrNoSlot, failNotRun},
+		{"not replicated", fmt.Errorf("%w: %w", ErrUnavailable, errNotReplicated), failOther},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := classify(tc.err); got != tc.want {
+				t.Fatalf("classify(%v) = %d, want %d", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func spawnAll(wg *sync.WaitGroup) func(func()) bool {
+	return func(fn func()) bool {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn()
+		}()
+		return true
+	}
+}
+
+func TestFlightSharesCalls(t *testing.T) {
+	var f flight[int]
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	release := make(chan struct{})
+	fn := func() (int, error) {
+		n := calls.Add(1)
+		<-release
+		return int(n), nil
+	}
+	const callers = 100
+	results := make(chan int, callers)
+	var cwg sync.WaitGroup
+	for i := 0; i < callers; i++ {
+		cwg.Go(func() {
+			v, err := f.do(context.Background(), "k", spawnAll(&wg), fn)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- v
+		})
+	}
+	// Let the callers pile up on the first call and the one queued behind it, then
+	// let calls finish.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		n := 0
+		if k := f.calls["k"]; k != nil {
+			for _, c := range []*flightCall[int]{k.running, k.next} {
+				if c != nil {
+					n += c.callers
+				}
+			}
+		}
+		f.mu.Unlock()
+		if n == callers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d callers joined", n, callers)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	cwg.Wait()
+	wg.Wait()
+	close(results)
+	if n := calls.Load(); n > 2 {
+		t.Fatalf("%d callers made %d calls, want at most 2", callers, n)
+	}
+	for v := range results {
+		if v < 1 || v > 2 {
+			t.Fatalf("result %d", v)
+		}
+	}
+	if len(f.calls) != 0 {
+		t.Fatalf("%d keys left", len(f.calls))
+	}
+}
+
+// A caller that arrives while a call runs must get a call that starts after it: the
+// running one may have read the backend before the caller's event existed.
+func TestFlightNeverReturnsAnOlderCall(t *testing.T) {
+	var f flight[int64]
+	var wg sync.WaitGroup
+	var state atomic.Int64 // what the "backend" holds
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	fn := func() (int64, error) {
+		v := state.Load()
+		started <- struct{}{}
+		<-release
+		return v, nil
+	}
+	first := make(chan int64, 1)
+	go func() {
+		v, _ := f.do(context.Background(), "k", spawnAll(&wg), fn)
+		first <- v
+	}()
+	<-started    // the first call has read state 0
+	state.Add(1) // an event arrives; a reader is rung and asks
+	second := make(chan int64, 1)
+	go func() {
+		v, _ := f.do(context.Background(), "k", spawnAll(&wg), fn)
+		second <- v
+	}()
+	close(release)
+	if v := <-first; v != 0 {
+		t.Fatalf("first caller got %d", v)
+	}
+	if v := <-second; v != 1 {
+		t.Fatalf("the later caller got %d from a call that started before it", v)
+	}
+	wg.Wait()
+}
+
+func TestFlightCallerGivesUp(t *testing.T) {
+	var f flight[int]
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.do(ctx, "k", spawnAll(&wg), func() (int, error) { <-release; return 1, nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	close(release)
+	wg.Wait()
+	refused := func(func()) bool { return false }
+	if _, err := f.do(context.Background(), "k", refused, func() (int, error) { return 1, nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}

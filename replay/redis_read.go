@@ -1,0 +1,182 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// maxSinceLimit bounds one read: a larger limit is cut to it (the caller reads on).
+const maxSinceLimit = 10000
+
+type sinceResult struct {
+	events []Event
+	head   Position
+	gap    bool
+}
+
+// Since implements Log. A limit of zero or less returns no events but still checks
+// the position. Concurrent identical calls (room, position, limit) share one read,
+// and so share the returned slice: callers must not modify it.
+func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit int) ([]Event, Position, error) {
+	if l.isClosed.Load() {
+		return nil, Position{}, ErrClosed
+	}
+	if !ValidRoom(room) || (after.Epoch != "" && !validEpoch(after.Epoch)) {
+		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, ErrInvalid)
+	}
+	limit = min(max(limit, 0), maxSinceLimit)
+	key := room + "\x00" + after.String() + "\x00" + strconv.Itoa(limit)
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	res, err := l.since.do(cctx, key, l.spawn, func() (sinceResult, error) {
+		rctx, rcancel := context.WithTimeout(l.life, l.cfg.Timeout)
+		defer rcancel()
+		var res sinceResult
+		err := l.retry(rctx, true, func(ctx context.Context) error {
+			var err error
+			res, err = decodeSince(l.client.Do(ctx, l.sinceCmd(room, after, limit)), room)
+			return err
+		})
+		return res, err
+	})
+	if err != nil {
+		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, l.mapErr(ctx, err))
+	}
+	if res.gap {
+		return nil, res.head, fmt.Errorf("replay: since %q after %s: %w", room, after, ErrGap)
+	}
+	return res.events, res.head, nil
+}
+
+func (l *RedisLog) sinceCmd(room string, after Position, limit int) rueidis.Completed {
+	return l.client.B().FcallRo().Function(redisFnSince).Numkeys(2).
+		Key(redisSeqKey(room), redisLogKey(room)).
+		Arg(after.Epoch, strconv.FormatUint(after.Seq, 10), strconv.FormatUint(after.Seq+1, 10), strconv.Itoa(limit)).
+		Build()
+}
+
+// decodeSince reads the since function's answer: {head epoch, head seq, gap,
+// entries}, each entry {"<seq>-0", [field, value, ...]}.
+func decodeSince(res rueidis.RedisResult, room string) (sinceResult, error) {
+	arr, err := res.ToArray()
+	if err != nil {
+		return sinceResult{}, err
+	}
+	if len(arr) != 4 {
+		return sinceResult{}, fmt.Errorf("since answered %d values, want 4", len(arr))
+	}
+	epoch, err := arr[0].ToString()
+	if err != nil {
+		return sinceResult{}, err
+	}
+	seq, err := arr[1].AsInt64()
+	if err != nil {
+		return sinceResult{}, err
+	}
+	gap, err := arr[2].AsInt64()
+	if err != nil {
+		return sinceResult{}, err
+	}
+	entries, err := arr[3].ToArray()
+	if err != nil {
+		return sinceResult{}, err
+	}
+	out := sinceResult{head: Position{Epoch: epoch, Seq: uint64(seq)}, gap: gap != 0}
+	if len(entries) > 0 {
+		out.events = make([]Event, 0, len(entries))
+	}
+	for _, e := range entries {
+		ev, err := decodeEntry(e, room, epoch)
+		if err != nil {
+			return sinceResult{}, err
+		}
+		out.events = append(out.events, ev)
+	}
+	return out, nil
+}
+
+func decodeEntry(e rueidis.RedisMessage, room, epoch string) (Event, error) {
+	pair, err := e.ToArray()
+	if err != nil || len(pair) != 2 {
+		return Event{}, fmt.Errorf("log entry: %v", err)
+	}
+	id, err := pair[0].ToString()
+	if err != nil {
+		return Event{}, err
+	}
+	seqText, _, _ := strings.Cut(id, "-")
+	seq, ok := parseSeq(seqText)
+	if !ok {
+		return Event{}, fmt.Errorf("log entry id %q", id)
+	}
+	fields, err := pair[1].AsStrSlice()
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{Room: room, Epoch: epoch, Seq: seq}
+	for i := 0; i+1 < len(fields); i += 2 {
+		switch v := fields[i+1]; fields[i] {
+		case "epoch":
+			ev.Epoch = v
+		case "ts":
+			ev.TS, _ = strconv.ParseInt(v, 10, 64)
+		case "type":
+			ev.Type = v
+		case "body":
+			ev.Body = json.RawMessage(v)
+		}
+	}
+	return ev, nil
+}
+
+// Head implements Log. Concurrent calls for one room share one read.
+func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
+	if l.isClosed.Load() {
+		return Position{}, ErrClosed
+	}
+	if !ValidRoom(room) {
+		return Position{}, fmt.Errorf("replay: head %q: %w", room, ErrInvalid)
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	head, err := l.head.do(cctx, room, l.spawn, func() (Position, error) {
+		rctx, rcancel := context.WithTimeout(l.life, l.cfg.Timeout)
+		defer rcancel()
+		var head Position
+		err := l.retry(rctx, true, func(ctx context.Context) error {
+			var err error
+			head, err = decodeHead(l.client.Do(ctx, l.client.B().Hmget().Key(redisSeqKey(room)).Field("epoch", "seq").Build()))
+			return err
+		})
+		return head, err
+	})
+	if err != nil {
+		return Position{}, fmt.Errorf("replay: head %q: %w", room, l.mapErr(ctx, err))
+	}
+	return head, nil
+}
+
+// decodeHead reads HMGET epoch seq; a missing hash is the zero Position.
+func decodeHead(res rueidis.RedisResult) (Position, error) {
+	arr, err := res.ToArray()
+	if err != nil {
+		return Position{}, err
+	}
+	if len(arr) != 2 || arr[0].IsNil() || arr[1].IsNil() {
+		return Position{}, nil
+	}
+	epoch, err := arr[0].ToString()
+	if err != nil {
+		return Position{}, err
+	}
+	seq, err := arr[1].AsInt64()
+	if err != nil {
+		return Position{}, err
+	}
+	return Position{Epoch: epoch, Seq: uint64(seq)}, nil
+}

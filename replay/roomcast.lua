@@ -1,0 +1,171 @@
+#!lua name=roomcast_v1
+
+-- The roomcast Redis Function library: a room's sequence, bounded log and doorbell.
+-- Every key of a room carries the room as its hash tag, so one call touches one slot:
+--   room:{r}:seq        hash: epoch (this history's name), seq (last assigned)
+--   room:{r}:log        stream, entry id <seq>-0, fields epoch ts type body
+--   room:{r}:idem:<k>   string "<epoch> <seq> <ts>", with its own TTL
+--   room:{r}            shard channel, derived here from the key name (a channel is
+--                       not a key: declared as one it never exists, and every call
+--                       during a slot migration would fail with TRYAGAIN)
+-- Function names carry the library version, since Redis requires function names to
+-- be unique across libraries: two versions can be loaded side by side during a
+-- rolling upgrade.
+--
+-- Everything is validated before the first write: a function that fails half way
+-- keeps the writes it made.
+
+local ROOM_KEY = '^(room:{[%w%._~%-]+}):seq$'
+
+local function fail(msg)
+  return redis.error_reply('ERR roomcast: ' .. msg)
+end
+
+local function integer(s)
+  if type(s) ~= 'string' or not string.match(s, '^%d+$') or #s > 15 then
+    return nil
+  end
+  return tonumber(s)
+end
+
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- The first seq retained in a log, or nil when the log is empty.
+local function first_seq(log)
+  local first = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
+  if #first == 0 then
+    return nil
+  end
+  return tonumber(string.match(first[1][1], '^(%d+)'))
+end
+
+-- publish: KEYS seq, log [, idem]; ARGV candidate epoch, maxlen, history ttl ms,
+-- idempotency ttl ms, type, body. Returns {epoch, seq, ts, duplicate (0 or 1)}.
+local function publish(keys, args)
+  if #keys < 2 or #keys > 3 then
+    return fail('publish takes 2 or 3 keys')
+  end
+  local room = string.match(keys[1], ROOM_KEY)
+  if not room then
+    return fail('bad seq key')
+  end
+  if keys[2] ~= room .. ':log' then
+    return fail('bad log key')
+  end
+  local idem = keys[3]
+  if idem and (#idem <= #room + 6 or string.sub(idem, 1, #room + 6) ~= room .. ':idem:') then
+    return fail('bad idempotency key')
+  end
+  if #args ~= 6 then
+    return fail('publish takes 6 arguments')
+  end
+  local epoch, maxlen, ttl, idem_ttl, typ, body = args[1], integer(args[2]), integer(args[3]), integer(args[4]), args[5], args[6]
+  if #epoch < 1 or #epoch > 32 or not string.match(epoch, '^[%w_%-]+$') then
+    return fail('bad epoch')
+  end
+  if not maxlen or maxlen < 1 or not ttl or ttl < 1 or not idem_ttl or idem_ttl < 1 then
+    return fail('bad bound')
+  end
+  if #typ > 64 or not string.match(typ, '^[%w%._%-]*$') then
+    return fail('bad type')
+  end
+  if #body == 0 then
+    return fail('empty body')
+  end
+
+  if idem then
+    local seen = redis.call('GET', idem)
+    if seen then
+      local e, s, t = string.match(seen, '^(%S+) (%d+) (%d+)$')
+      if e then
+        return {e, tonumber(s), tonumber(t), 1}
+      end
+    end
+  end
+
+  local now = redis.call('TIME')
+  local ts = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local sts = fmt(ts)
+  local function append(cur, seq)
+    local res = redis.pcall('XADD', keys[2], 'MAXLEN', '~', maxlen, fmt(seq) .. '-0',
+      'epoch', cur, 'ts', sts, 'type', typ, 'body', body)
+    return type(res) ~= 'table' or not res.err
+  end
+
+  local head = redis.call('HMGET', keys[1], 'epoch', 'seq')
+  local cur, seq = head[1], tonumber(head[2])
+  -- A failed XADD writes nothing. It fails when the log's newest entry is not
+  -- below seq or the key is not a stream: the history is inconsistent (a key lost
+  -- or edited by hand), so it is replaced by a new one, as is a missing history.
+  if cur and seq and append(cur, seq + 1) then
+    seq = seq + 1
+    redis.call('HSET', keys[1], 'seq', fmt(seq))
+  else
+    cur, seq = epoch, 1
+    redis.call('DEL', keys[2])
+    if not append(cur, seq) then
+      return fail('cannot append to a new log')
+    end
+    redis.call('HSET', keys[1], 'epoch', cur, 'seq', fmt(seq))
+  end
+  local sseq = fmt(seq)
+  if idem then
+    redis.call('SET', idem, cur .. ' ' .. sseq .. ' ' .. sts, 'PX', idem_ttl)
+  end
+  redis.call('PEXPIRE', keys[1], ttl)
+  redis.call('PEXPIRE', keys[2], ttl)
+  redis.call('SPUBLISH', room, cur .. ' ' .. sseq .. ' ' .. sts .. ' ' .. typ .. '\n' .. body)
+  return {cur, seq, ts, 0}
+end
+
+-- since: KEYS seq, log; ARGV epoch of the position ('' for the current one), its
+-- seq, that seq plus one, limit. Returns {head epoch ('' for no history), head seq,
+-- gap (0 or 1), entries}. A gap means the position cannot be continued: another
+-- epoch, ahead of the head, or older than the first retained entry.
+local function since(keys, args)
+  if #keys ~= 2 then
+    return fail('since takes 2 keys')
+  end
+  local room = string.match(keys[1], ROOM_KEY)
+  if not room or keys[2] ~= room .. ':log' then
+    return fail('bad keys')
+  end
+  if #args ~= 4 then
+    return fail('since takes 4 arguments')
+  end
+  local after_epoch, after, from, limit = args[1], integer(args[2]), args[3], integer(args[4])
+  if #after_epoch > 32 or not string.match(after_epoch, '^[%w_%-]*$') then
+    return fail('bad epoch')
+  end
+  if not after or integer(from) ~= after + 1 or not limit then
+    return fail('bad position')
+  end
+
+  local head = redis.call('HMGET', keys[1], 'epoch', 'seq')
+  local cur, seq = head[1], tonumber(head[2])
+  if not cur or not seq then
+    if after ~= 0 or after_epoch ~= '' then
+      return {'', 0, 1, {}}
+    end
+    return {'', 0, 0, {}}
+  end
+  if (after_epoch ~= '' and after_epoch ~= cur) or after > seq then
+    return {cur, seq, 1, {}}
+  end
+  if after == seq then
+    return {cur, seq, 0, {}}
+  end
+  local first = first_seq(keys[2])
+  if not first or after + 1 < first then
+    return {cur, seq, 1, {}}
+  end
+  if limit == 0 then
+    return {cur, seq, 0, {}}
+  end
+  return {cur, seq, 0, redis.call('XRANGE', keys[2], from, '+', 'COUNT', limit)}
+end
+
+redis.register_function('roomcast_v1_publish', publish)
+redis.register_function{function_name = 'roomcast_v1_since', callback = since, flags = {'no-writes'}}
