@@ -58,7 +58,7 @@ func EventFrame(ev replay.Event) []byte {
 	if event == replay.DefaultType {
 		event = ""
 	}
-	if !plainField(ev.Epoch) || !plainField(event) || !plainField(ev.Room) || hasLineBreak(ev.Body) {
+	if ev.Epoch == "" || !plainField(ev.Epoch) || !plainField(event) || !plainField(ev.Room) || hasLineBreak(ev.Body) {
 		return AppendFrame(nil, ev.ID(), event, ev.AppendJSON(nil))
 	}
 	b := make([]byte, 0, len(ev.Body)+2*len(ev.Epoch)+2*len(event)+len(ev.Room)+112)
