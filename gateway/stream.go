@@ -192,10 +192,12 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 	hb := time.NewTicker(quiet)
 	defer hb.Stop()
 	q, room := m.Queue(), m.Room()
+	// The client going away closes the member, so the loop below waits on one
+	// channel fewer: every select locks each of its channels.
+	stop := context.AfterFunc(ctx, func() { m.Close(rooms.ReasonClientGone) })
+	defer stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return rooms.ReasonClientGone
 		case <-m.Done():
 			return m.Reason()
 		case now := <-hb.C:
@@ -209,10 +211,10 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			// The batch buffer is borrowed only while there is something to write,
 			// so an idle stream holds none.
 			bp := bufPool.Get().(*[]byte)
-			buf, n := (*bp)[:0], 0
+			buf, n, taken := (*bp)[:0], 0, 0
 			for {
 				buf, n = s.appendItem(buf, n, it, room, &sent)
-				m.Release(it)
+				taken += len(it.Frame)
 				if len(buf) >= batchBytes || n >= batchItems {
 					break
 				}
@@ -226,6 +228,7 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 					break
 				}
 			}
+			m.ReleaseBytes(taken)
 			var err error
 			if len(buf) > 0 {
 				err = sw.write(buf)
@@ -268,8 +271,12 @@ func (s *Server) countDelivered(n int) {
 // end finishes a stream. A stream moved away by a drain or shed gets a final
 // jittered retry hint so that reconnects spread out.
 func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
-	m.Close(reason)
-	reason = m.Reason()
+	if !m.Close(reason) && reason != rooms.ReasonWriteFailed {
+		// Closed before (slow consumer, shed, shutdown): that is why it ended. A
+		// failed write stays the reason even when the broken connection also
+		// cancelled the request.
+		reason = m.Reason()
+	}
 	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
 	if int(reason) < len(s.closes) {
 		s.closes[reason].Add(1)

@@ -38,12 +38,16 @@ type Member struct {
 // Room is the room's name.
 func (m *Member) Room() string { return m.room.name }
 
-// Queue delivers the member's items in order. After taking an item the reader must
-// call Release.
+// Queue delivers the member's items in order. After taking items the reader must
+// give their budget back with Release or ReleaseBytes.
 func (m *Member) Queue() <-chan *Item { return m.queue }
 
 // Release gives back the queue budget held by an item taken from Queue.
-func (m *Member) Release(it *Item) { m.bytes.Add(-int64(len(it.Frame))) }
+func (m *Member) Release(it *Item) { m.ReleaseBytes(len(it.Frame)) }
+
+// ReleaseBytes gives back n bytes of queue budget at once: the frames of a batch of
+// items taken from Queue, so that a reader pays one atomic add per batch.
+func (m *Member) ReleaseBytes(n int) { m.bytes.Add(-int64(n)) }
 
 // Done is closed when the member is closed: read Reason to learn why.
 func (m *Member) Done() <-chan struct{} { return m.done }
