@@ -2,10 +2,9 @@ package replay
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -441,13 +440,17 @@ func (l *MemoryLog) sweep() {
 }
 
 // newEpoch returns 8 random characters of [0-9a-z].
+// It draws from math/rand/v2's generator, seeded from the OS at start: an epoch must
+// not repeat across restarts, not be secret, and a publish to a shared log draws a
+// candidate every time, so it must be cheap.
 func newEpoch() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	const space = 2821109907456 // 36^8
-	s := strconv.FormatUint(binary.LittleEndian.Uint64(b[:])%space, 36)
+	var b [8]byte
+	s := strconv.AppendUint(b[:0], rand.Uint64N(space), 36)
 	for len(s) < 8 {
-		s = "0" + s
+		s = append(s, 0)
+		copy(s[1:], s)
+		s[0] = '0'
 	}
-	return s
+	return string(s)
 }
