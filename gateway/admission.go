@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -31,6 +32,12 @@ type admission struct {
 	open atomic.Int64
 	mu   sync.Mutex
 	byIP map[string]int
+
+	// rateMu serialises reading the clock with taking a token: rate.Limiter.Allow
+	// reads time.Now before its own lock, so a caller descheduled in between hands
+	// it an older time and the next caller is credited the same interval again
+	// (golang/go#65508).
+	rateMu sync.Mutex
 }
 
 func newAdmission(cfg Config) *admission {
@@ -58,7 +65,7 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 		a.byIP[ip]++
 		a.mu.Unlock()
 	}
-	if a.limiter != nil && !a.limiter.Allow() {
+	if a.limiter != nil && !a.allowRate() {
 		a.releaseIP(ip)
 		return nil, rejectRate
 	}
@@ -71,6 +78,12 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 		a.open.Add(-1)
 		a.releaseIP(ip)
 	}, ""
+}
+
+func (a *admission) allowRate() bool {
+	a.rateMu.Lock()
+	defer a.rateMu.Unlock()
+	return a.limiter.AllowN(time.Now(), 1)
 }
 
 func (a *admission) releaseIP(ip string) {

@@ -140,6 +140,10 @@ func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
 }
 
 func (p *pod) serve(logger *slog.Logger) int {
+	// Signals are caught before anything is announced: a SIGTERM from then on drains.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
 	public, err := net.Listen("tcp", p.cfg.Addr)
 	if err != nil {
 		logger.Error("listen", "addr", p.cfg.Addr, "err", err)
@@ -165,9 +169,6 @@ func (p *pod) serve(logger *slog.Logger) int {
 		logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
 	}
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
 	code := 0
 	select {
 	case sig := <-signals:

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/replay/redistest"
 )
 
 // The test binary doubles as the gateway: with ROOMCAST_TEST_MAIN=1 it runs main, so
@@ -21,7 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ROOMCAST_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	redistest.Teardown()
+	os.Exit(code)
 }
 
 type proc struct {

@@ -1,0 +1,1048 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// This file holds the harness of the rollout tests: gateway processes with their
+// logs kept, a load balancer in front of them, resuming SSE subscribers that check
+// what they receive, and publishers that retry until acknowledged.
+
+// podHeader is the response header the test balancer adds to name the pod that
+// answered.
+const podHeader = "X-Test-Pod"
+
+// gatewayPod is one gateway process. Unlike startGateway it keeps the lines of its
+// log that matter to a rollout (warnings, errors, drain progress) for failure
+// messages and figures.
+type gatewayPod struct {
+	name          string
+	cmd           *exec.Cmd
+	public, admin string
+
+	done     chan struct{} // closed once the process has been reaped
+	exitCode int           // valid after done
+	exitedAt time.Time     // valid after done
+
+	mu           sync.Mutex
+	logs         []string
+	drainSeconds float64   // from the pod's "drain finished" line
+	drainedAt    time.Time // the time of that line
+	stoppedAt    time.Time // the time of the "roomcast gateway stopped" line
+}
+
+// launchPod starts a gateway process on kernel-chosen ports and waits for its
+// start-up line. It is safe to call from any goroutine.
+func launchPod(name string, args ...string) (*gatewayPod, error) {
+	cmd := exec.Command(os.Args[0], append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &gatewayPod{name: name, cmd: cmd, done: make(chan struct{})}
+	started := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var line struct {
+				Time      time.Time `json:"time"`
+				Level     string    `json:"level"`
+				Msg       string    `json:"msg"`
+				Addr      string    `json:"addr"`
+				AdminAddr string    `json:"admin_addr"`
+				Seconds   float64   `json:"seconds"`
+			}
+			_ = json.Unmarshal(sc.Bytes(), &line)
+			switch {
+			case line.Msg == "roomcast gateway started":
+				select {
+				case started <- [2]string{line.Addr, line.AdminAddr}:
+				default:
+				}
+			case line.Msg == "drain finished":
+				p.mu.Lock()
+				p.drainSeconds, p.drainedAt = line.Seconds, line.Time
+				p.mu.Unlock()
+			case line.Msg == "roomcast gateway stopped":
+				p.mu.Lock()
+				p.stoppedAt = line.Time
+				p.mu.Unlock()
+			}
+			if line.Level != "INFO" || strings.HasPrefix(line.Msg, "drain") || strings.HasPrefix(line.Msg, "signal") || strings.HasPrefix(line.Msg, "roomcast") {
+				p.mu.Lock()
+				if len(p.logs) < 300 {
+					p.logs = append(p.logs, sc.Text())
+				}
+				p.mu.Unlock()
+			}
+		}
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			code = -1
+		}
+		p.exitCode, p.exitedAt = code, time.Now()
+		close(p.done)
+	}()
+	select {
+	case addrs := <-started:
+		p.public, p.admin = "http://"+addrs[0], "http://"+addrs[1]
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("pod %s exited with code %d before starting: %s", name, p.exitCode, p.logText())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-p.done
+		return nil, fmt.Errorf("pod %s did not start within 30s", name)
+	}
+}
+
+// startPods starts the named pods concurrently; they are killed when t ends if they
+// are still running, and their logs are printed if t failed.
+func startPods(t *testing.T, names []string, args ...string) []*gatewayPod {
+	t.Helper()
+	pods := make([]*gatewayPod, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { pods[i], errs[i] = launchPod(name, args...) })
+	}
+	wg.Wait()
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		t.Cleanup(func() {
+			select {
+			case <-p.done:
+			default:
+				_ = p.cmd.Process.Kill()
+				select {
+				case <-p.done:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			if t.Failed() {
+				t.Logf("log of pod %s:\n%s", p.name, p.logText())
+			}
+		})
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
+func (p *gatewayPod) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.logs, "\n")
+}
+
+// drainReported returns the drain's duration as the pod logged it, and the time
+// from the end of the drain to the pod's last log line.
+func (p *gatewayPod) drainReported() (float64, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drainSeconds, p.stoppedAt.Sub(p.drainedAt)
+}
+
+func (p *gatewayPod) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s to pod %s: %v", sig, p.name, err)
+	}
+}
+
+// awaitExit waits for the process to end and returns its exit code and when it
+// was reaped.
+func (p *gatewayPod) awaitExit(t *testing.T, within time.Duration) (int, time.Time) {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.exitCode, p.exitedAt
+	case <-time.After(within):
+		t.Fatalf("pod %s still running after %s", p.name, within)
+		return -1, time.Time{}
+	}
+}
+
+func (p *gatewayPod) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// balancer is a small HTTP load balancer: each request goes to the next pod, round
+// robin, among those it sees ready (it polls /readyz every 100ms; see poll).
+// Streams pass through unbuffered. Every response names its pod in podHeader.
+type balancer struct {
+	url       string
+	srv       *http.Server
+	transport *http.Transport
+
+	mu       sync.Mutex
+	backends []*backend
+	next     int
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type backend struct {
+	pod   *gatewayPod
+	proxy *httputil.ReverseProxy
+
+	seenUp bool // poller only: the pod has been ready once
+
+	mu        sync.Mutex
+	ready     bool
+	changedAt time.Time     // when ready last changed
+	changed   chan struct{} // closed, and replaced, whenever ready changes
+	misses    []miss        // readiness answers other than 200 once the pod had been ready
+	noAnswer  []time.Time   // readiness polls that got no answer
+}
+
+type miss struct {
+	at  time.Time
+	got string
+}
+
+func newBalancer(t *testing.T) *balancer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &balancer{
+		url:  "http://" + ln.Addr().String(),
+		stop: make(chan struct{}),
+		transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        0,
+			MaxIdleConnsPerHost: 4096,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		},
+	}
+	lb.srv = &http.Server{Handler: lb, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = lb.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		close(lb.stop)
+		_ = lb.srv.Close()
+		lb.wg.Wait()
+		lb.transport.CloseIdleConnections()
+	})
+	return lb
+}
+
+// add puts p behind the balancer; it takes traffic once its /readyz answers 200.
+func (lb *balancer) add(p *gatewayPod) *backend {
+	target, err := url.Parse(p.public)
+	if err != nil {
+		panic(err)
+	}
+	be := &backend{pod: p, changed: make(chan struct{})}
+	be.proxy = &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport:     lb.transport,
+		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			res.Header.Set(podHeader, p.name)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			w.WriteHeader(http.StatusBadGateway)
+		},
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	lb.mu.Lock()
+	lb.backends = append(lb.backends, be)
+	lb.mu.Unlock()
+	lb.wg.Go(func() { lb.poll(be) })
+	return be
+}
+
+// poll follows the pod's /readyz. An answer other than 200 takes the pod out of
+// rotation at once; a poll that gets no answer (a timeout on a busy machine) does
+// only when failThreshold of them come in a row, as a Kubernetes probe would.
+func (lb *balancer) poll(be *backend) {
+	const failThreshold = 3
+	client := &http.Client{Transport: lb.transport, Timeout: 2 * time.Second}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	failures := 0
+	for {
+		res, err := client.Get(be.pod.public + "/readyz")
+		switch {
+		case err != nil:
+			failures++
+			be.mu.Lock()
+			if len(be.noAnswer) < 1000 {
+				be.noAnswer = append(be.noAnswer, time.Now())
+			}
+			be.mu.Unlock()
+			if failures >= failThreshold {
+				be.setReady(false)
+			}
+		default:
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			failures = 0
+			ready := res.StatusCode == http.StatusOK
+			be.seenUp = be.seenUp || ready
+			if !ready && be.seenUp {
+				be.mu.Lock()
+				if len(be.misses) < 100 {
+					be.misses = append(be.misses, miss{time.Now(), fmt.Sprintf("%d %s", res.StatusCode, strings.TrimSpace(string(b)))})
+				}
+				be.mu.Unlock()
+			}
+			be.setReady(ready)
+		}
+		select {
+		case <-lb.stop:
+			return
+		case <-be.pod.done:
+			be.setReady(false)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (be *backend) setReady(ready bool) {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.ready != ready {
+		be.ready, be.changedAt = ready, time.Now()
+		close(be.changed)
+		be.changed = make(chan struct{})
+	}
+}
+
+func (be *backend) isReady() bool {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	return be.ready
+}
+
+// awaitState waits until the balancer's view of the pod is ready (or not), and
+// returns when it became so.
+func (be *backend) awaitState(ready bool, within time.Duration) (time.Time, bool) {
+	deadline := time.After(within)
+	for {
+		be.mu.Lock()
+		now, at, changed := be.ready, be.changedAt, be.changed
+		be.mu.Unlock()
+		if now == ready {
+			return at, true
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return time.Time{}, false
+		}
+	}
+}
+
+// checkReadiness fails t if the pod, once ready, answered a readiness poll with
+// anything but 200 before until (the zero time: ever): a pod under load must stay
+// ready until it is told to drain.
+func (be *backend) checkReadiness(t *testing.T, until time.Time) {
+	t.Helper()
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	for _, m := range be.misses {
+		if until.IsZero() || m.at.Before(until) {
+			t.Errorf("pod %s answered a readiness poll at %s, before it was told to drain: %s", be.pod.name, m.at.Format("15:04:05.000"), m.got)
+		}
+	}
+	n := 0
+	for _, at := range be.noAnswer {
+		if until.IsZero() || at.Before(until) {
+			n++
+		}
+	}
+	if n > 0 {
+		t.Logf("pod %s: %d readiness polls got no answer within 2s before it was told to drain", be.pod.name, n)
+	}
+}
+
+func (lb *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	be := lb.pick()
+	if be == nil {
+		http.Error(w, "no ready pod", http.StatusServiceUnavailable)
+		return
+	}
+	be.proxy.ServeHTTP(w, r)
+}
+
+func (lb *balancer) pick() *backend {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	n := len(lb.backends)
+	for i := 0; i < n; i++ {
+		be := lb.backends[(lb.next+i)%n]
+		if be.isReady() {
+			lb.next = (lb.next + i + 1) % n
+			return be
+		}
+	}
+	return nil
+}
+
+// awaitReady waits until the balancer sees the pod ready.
+func (be *backend) awaitReady(t *testing.T, within time.Duration) {
+	t.Helper()
+	if _, ok := be.awaitState(true, within); !ok {
+		t.Fatalf("the balancer did not see pod %s ready within %s (running: %t)", be.pod.name, within, be.pod.running())
+	}
+}
+
+// awaitOut waits until the balancer has taken the pod out of rotation, and returns
+// when it did.
+func (be *backend) awaitOut(t *testing.T, within time.Duration) time.Time {
+	t.Helper()
+	at, ok := be.awaitState(false, within)
+	if !ok {
+		t.Fatalf("the balancer still sees pod %s ready after %s", be.pod.name, within)
+	}
+	return at
+}
+
+// connRecord is one (re)connect of a subscriber.
+type connRecord struct {
+	at      time.Time // when the response headers arrived ("" pod and !ok: the request failed)
+	pod     string
+	status  int
+	ok      bool
+	resumed bool
+	frames  int // events and heartbeats the stream carried, once it ended
+}
+
+func (c connRecord) String() string {
+	if c.status == 0 {
+		return "failed at " + c.at.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("%d from %q at %s (resumed %t)", c.status, c.pod, c.at.Format("15:04:05.000"), c.resumed)
+}
+
+// subscriber is one resuming SSE client of one room. On any end of stream it waits
+// for the last retry: hint (capped) and reconnects with Last-Event-ID. It checks that
+// the seqs it sees are dense and single.
+type subscriber struct {
+	id   int
+	room string
+
+	subscribed chan struct{} // closed when the first admitted stream carried a frame
+	subOnce    sync.Once
+
+	mu       sync.Mutex
+	last     replay.Position
+	got      map[uint64]int
+	problems []string
+	resyncs  int
+	conns    []connRecord
+	pod      string // pod of the open stream; "" between streams
+	hint     time.Duration
+	trace    []string // recent frames and reconnects, for failure messages
+}
+
+func (s *subscriber) problem(format string, args ...any) {
+	if len(s.problems) < 20 {
+		s.problems = append(s.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+func (s *subscriber) traceLocked(entry string) {
+	if len(s.trace) >= 64 {
+		s.trace = append(s.trace[:0], s.trace[32:]...)
+	}
+	s.trace = append(s.trace, entry)
+}
+
+// audience is a set of subscribers reading through one base URL.
+type audience struct {
+	base     string
+	hc       *http.Client
+	subs     []*subscriber
+	maxDelay time.Duration
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// startAudience opens n subscribers spread over rooms and waits until every one has
+// an admitted stream (it is then subscribed: the pod joins before the first byte).
+func startAudience(t *testing.T, base string, rooms []string, n int) *audience {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &audience{
+		base:     base,
+		maxDelay: 3 * time.Second,
+		ctx:      ctx,
+		cancel:   cancel,
+		hc: &http.Client{Transport: &http.Transport{
+			Proxy:                 nil,
+			MaxIdleConnsPerHost:   4096,
+			IdleConnTimeout:       30 * time.Second,
+			ResponseHeaderTimeout: 15 * time.Second,
+			DisableCompression:    true,
+		}},
+	}
+	t.Cleanup(a.stop)
+	for i := 0; i < n; i++ {
+		s := &subscriber{id: i, room: rooms[i%len(rooms)], subscribed: make(chan struct{}), got: map[uint64]int{}, hint: time.Second}
+		a.subs = append(a.subs, s)
+		a.wg.Go(func() { a.run(s) })
+	}
+	deadline := time.After(30 * time.Second)
+	for _, s := range a.subs {
+		select {
+		case <-s.subscribed:
+		case <-deadline:
+			t.Fatalf("subscriber %d (%s) not subscribed within 30s", s.id, s.room)
+		}
+	}
+	return a
+}
+
+func (a *audience) stop() {
+	a.cancel()
+	a.wg.Wait()
+	a.hc.CloseIdleConnections()
+}
+
+func (a *audience) run(s *subscriber) {
+	for a.ctx.Err() == nil {
+		a.once(s)
+		s.mu.Lock()
+		delay := min(s.hint, a.maxDelay)
+		s.mu.Unlock()
+		t := time.NewTimer(delay)
+		select {
+		case <-a.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// once reads one stream until it ends.
+func (a *audience) once(s *subscriber) {
+	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, a.base+"/rooms/"+s.room+"/events", nil)
+	s.mu.Lock()
+	resumed := s.last != (replay.Position{})
+	if resumed {
+		req.Header.Set("Last-Event-ID", s.last.String())
+	}
+	s.mu.Unlock()
+	res, err := a.hc.Do(req)
+	if err != nil {
+		if a.ctx.Err() == nil {
+			s.mu.Lock()
+			s.conns = append(s.conns, connRecord{at: time.Now(), resumed: resumed})
+			s.traceLocked("connect failed: " + err.Error())
+			s.mu.Unlock()
+		}
+		return
+	}
+	defer res.Body.Close()
+	rec := connRecord{at: time.Now(), pod: res.Header.Get(podHeader), status: res.StatusCode, ok: res.StatusCode == http.StatusOK, resumed: resumed}
+	s.mu.Lock()
+	s.conns = append(s.conns, rec)
+	idx := len(s.conns) - 1
+	s.traceLocked(fmt.Sprintf("connect %s %d", rec.pod, rec.status))
+	if rec.ok {
+		s.pod = rec.pod
+	} else {
+		s.problem("status %d from %q", rec.status, rec.pod)
+	}
+	s.mu.Unlock()
+	frames := 0 // events and heartbeats: proof that the stream was admitted
+	defer func() {
+		s.mu.Lock()
+		s.pod = ""
+		s.conns[idx].frames = frames
+		s.mu.Unlock()
+	}()
+	if !rec.ok {
+		_, _ = io.Copy(io.Discard, res.Body)
+		return
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		s.mu.Lock()
+		s.problem("content type %q", ct)
+		s.mu.Unlock()
+	}
+	br := bufio.NewReader(res.Body)
+	var id, event string
+	var data bool
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			if a.ctx.Err() == nil {
+				s.mu.Lock()
+				s.traceLocked("end: " + fmt.Sprint(err))
+				s.mu.Unlock()
+			}
+			return
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if data {
+				s.frame(id, event)
+				frames++
+				s.subOnce.Do(func() { close(s.subscribed) })
+			}
+			id, event, data = "", "", false
+		case strings.HasPrefix(line, "retry: "):
+			if ms, err := strconv.Atoi(line[len("retry: "):]); err == nil {
+				s.mu.Lock()
+				s.hint = time.Duration(ms) * time.Millisecond
+				s.mu.Unlock()
+			}
+		case strings.HasPrefix(line, ":"):
+			// A heartbeat: only an admitted stream gets one. A turned-away stream
+			// ends after its retry: hint, so the first stream counts as subscribed
+			// only once it proved itself admitted.
+			frames++
+			s.subOnce.Do(func() { close(s.subscribed) })
+		case strings.HasPrefix(line, "id: "):
+			id = line[len("id: "):]
+		case strings.HasPrefix(line, "event: "):
+			event = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			data = true
+		}
+	}
+}
+
+func (s *subscriber) frame(id, event string) {
+	pos, err := replay.ParsePosition(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.problem("bad id %q", id)
+		return
+	}
+	s.traceLocked(event + " " + id)
+	if event == "resync" {
+		s.resyncs++
+		s.problem("resync to %s (was at %s)", pos, s.last)
+		s.last = pos
+		return
+	}
+	switch {
+	case s.last.Epoch == "" && pos.Seq != 1:
+		s.problem("first event %s, want seq 1", pos)
+	case s.last.Epoch != "" && pos.Epoch != s.last.Epoch:
+		s.problem("event %s of another epoch without a resync (at %s)", pos, s.last)
+	case s.last.Epoch != "" && pos.Seq != s.last.Seq+1:
+		s.problem("event %s after %s: not dense", pos, s.last)
+	}
+	s.got[pos.Seq]++
+	if s.got[pos.Seq] > 1 {
+		s.problem("seq %d delivered %d times", pos.Seq, s.got[pos.Seq])
+	}
+	s.last = pos
+}
+
+// placement returns the pod of each subscriber's open stream ("" between streams).
+func (a *audience) placement() map[*subscriber]string {
+	out := make(map[*subscriber]string, len(a.subs))
+	for _, s := range a.subs {
+		s.mu.Lock()
+		out[s] = s.pod
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// awaitPlaced waits until every subscriber has an open stream on one of pods.
+func (a *audience) awaitPlaced(t *testing.T, within time.Duration, pods ...*gatewayPod) {
+	t.Helper()
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.name] = true
+	}
+	deadline := time.Now().Add(within)
+	for {
+		off := 0
+		var example string
+		for s, pod := range a.placement() {
+			if !names[pod] {
+				off++
+				example = fmt.Sprintf("subscriber %d on %q", s.id, pod)
+			}
+		}
+		if off == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d subscribers are not on %v (e.g. %s)", within, off, podNames(pods), example)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func podNames(pods []*gatewayPod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// onPod returns the subscribers whose open stream is on pod.
+func (a *audience) onPod(pod *gatewayPod) []*subscriber {
+	var out []*subscriber
+	for s, name := range a.placement() {
+		if name == pod.name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// traffic publishes to rooms through base with an Idempotency-Key per event and
+// retries 5xx answers and network errors with the same key until acknowledged.
+type traffic struct {
+	base   string
+	prefix string
+	rooms  []string
+	hc     *http.Client
+
+	mu      sync.Mutex
+	acked   map[string]map[uint64]bool
+	failed  []string
+	retries int
+
+	wg sync.WaitGroup
+}
+
+func newTraffic(base, prefix string, rooms []string) *traffic {
+	tr := &traffic{
+		base: base, prefix: prefix, rooms: rooms, acked: map[string]map[uint64]bool{},
+		hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
+		}},
+	}
+	for _, r := range rooms {
+		tr.acked[r] = map[uint64]bool{}
+	}
+	return tr
+}
+
+// run publishes about rate events per second in total until stop.
+func (tr *traffic) run(rate int, stop <-chan struct{}) {
+	const workers = 8
+	tick := time.Second * workers / time.Duration(rate)
+	for w := 0; w < workers; w++ {
+		tr.wg.Go(func() {
+			t := time.NewTicker(tick)
+			defer t.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				room := tr.rooms[(i*workers+w)%len(tr.rooms)]
+				tr.publishOne(room, fmt.Sprintf("%s-w%d-%d", tr.prefix, w, i))
+			}
+		})
+	}
+}
+
+// publishOne retries one publish with one key until it is acknowledged (at most 30s).
+func (tr *traffic) publishOne(room, key string) {
+	giveUp := time.Now().Add(30 * time.Second)
+	for attempt := 0; ; attempt++ {
+		req, _ := http.NewRequest(http.MethodPost, tr.base+"/rooms/"+room+"/events", strings.NewReader(`{"k":"`+key+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		res, err := tr.hc.Do(req)
+		status := 0
+		if err == nil {
+			var out struct{ Seq uint64 }
+			status = res.StatusCode
+			decoded := json.NewDecoder(res.Body).Decode(&out) == nil
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if status == http.StatusCreated && decoded && out.Seq > 0 {
+				tr.mu.Lock()
+				tr.acked[room][out.Seq] = true
+				tr.mu.Unlock()
+				return
+			}
+			if status < 500 {
+				tr.mu.Lock()
+				tr.failed = append(tr.failed, fmt.Sprintf("%s %s: status %d", room, key, status))
+				tr.mu.Unlock()
+				return
+			}
+		}
+		if time.Now().After(giveUp) {
+			tr.mu.Lock()
+			tr.failed = append(tr.failed, fmt.Sprintf("%s %s: not acknowledged within 30s (last: %d %v)", room, key, status, err))
+			tr.mu.Unlock()
+			return
+		}
+		tr.mu.Lock()
+		tr.retries++
+		tr.mu.Unlock()
+		time.Sleep(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond) // backoff between retries
+	}
+}
+
+// lossReport is what the subscribers received against what was acknowledged.
+type lossReport struct {
+	acked     int // acknowledged events
+	expected  int // deliveries owed: acknowledged events of each subscriber's room
+	missing   int
+	duplicate int
+	phantom   int // delivered seqs nobody was acknowledged for
+	resyncs   int
+	retries   int // publish retries
+}
+
+// settle waits for the publishers (already told to stop) to return, then until every
+// subscriber has reached its room's newest acknowledged seq, then checks every
+// subscriber against the acknowledged events. It leaves the subscribers running.
+func settle(t *testing.T, tr *traffic, a *audience, within time.Duration) lossReport {
+	t.Helper()
+	tr.wg.Wait()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for i, f := range tr.failed {
+		if i == 10 {
+			t.Errorf("... and %d more failed publishes", len(tr.failed)-10)
+			break
+		}
+		t.Errorf("publish failed for good: %s", f)
+	}
+	top := map[string]uint64{}
+	rep := lossReport{retries: tr.retries}
+	for room, seqs := range tr.acked {
+		rep.acked += len(seqs)
+		for seq := range seqs {
+			top[room] = max(top[room], seq)
+		}
+	}
+	deadline := time.Now().Add(within)
+	for _, s := range a.subs {
+		for {
+			s.mu.Lock()
+			reached := s.last.Seq >= top[s.room]
+			s.mu.Unlock()
+			if reached {
+				break
+			}
+			if time.Now().After(deadline) {
+				break // reported as missing below
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	reported := 0
+	report := func(format string, args ...any) {
+		if reported++; reported <= 20 {
+			t.Errorf(format, args...)
+		}
+	}
+	for _, s := range a.subs {
+		s.mu.Lock()
+		rep.resyncs += s.resyncs
+		for _, p := range s.problems {
+			report("subscriber %d (%s): %s; trace %v", s.id, s.room, p, s.trace)
+		}
+		acked := tr.acked[s.room]
+		rep.expected += len(acked)
+		for seq := range acked {
+			switch n := s.got[seq]; {
+			case n == 0:
+				rep.missing++
+				report("subscriber %d (%s): acknowledged seq %d never delivered (last %s); trace %v", s.id, s.room, seq, s.last, s.trace)
+			case n > 1:
+				rep.duplicate += n - 1
+			}
+		}
+		for seq, n := range s.got {
+			if !acked[seq] {
+				rep.phantom += n
+				report("subscriber %d (%s): seq %d delivered but never acknowledged", s.id, s.room, seq)
+			}
+		}
+		s.mu.Unlock()
+	}
+	if reported > 20 {
+		t.Errorf("... %d problems in all", reported)
+	}
+	if rep.duplicate > 0 || rep.resyncs > 0 {
+		t.Errorf("%d duplicate deliveries, %d resyncs: want none", rep.duplicate, rep.resyncs)
+	}
+	if rep.acked < 300 {
+		t.Errorf("only %d events acknowledged: the traffic did not run", rep.acked)
+	}
+	return rep
+}
+
+func (r lossReport) String() string {
+	return fmt.Sprintf("%d events acknowledged, %d deliveries owed, %d missing (loss %.4f%%), %d duplicates, %d never acknowledged, %d resyncs, %d publish retries",
+		r.acked, r.expected, r.missing, 100*float64(r.missing)/math.Max(1, float64(r.expected)), r.duplicate, r.phantom, r.resyncs, r.retries)
+}
+
+// reconnectSpread looks at the subscribers that were on a pod when it was told to
+// drain: each must reconnect to another pod, after the drain's delay, and stay. It
+// returns the reconnects per second of the window, counted from windowStart, and
+// the attempts beyond one per subscriber.
+func reconnectSpread(t *testing.T, moved []*subscriber, victim string, signalled, windowStart time.Time, span time.Duration) (buckets []int, first, last time.Time, extra int) {
+	t.Helper()
+	buckets = make([]int, int(span/time.Second)+1)
+	for _, s := range moved {
+		s.mu.Lock()
+		var after []connRecord
+		for _, c := range s.conns {
+			if c.at.After(signalled) {
+				after = append(after, c)
+			}
+		}
+		trace := append([]string(nil), s.trace...)
+		s.mu.Unlock()
+		if len(after) == 0 {
+			t.Errorf("subscriber %d left %s but never reconnected; trace %v", s.id, victim, trace)
+			continue
+		}
+		// Every attempt must be answered 200 by another pod. An attempt turned away
+		// there (no frame before its end: a failed join on a starved machine) may be
+		// retried; one that was admitted must be the last.
+		c := after[0]
+		for i, a := range after {
+			last := i == len(after)-1
+			if !a.ok || a.pod == victim || !a.resumed || (!last && a.frames > 0) {
+				t.Errorf("subscriber %d, drained from %s: reconnects %v, want one resumed stream on another pod; trace %v", s.id, victim, after, trace)
+				break
+			}
+		}
+		extra += len(after) - 1
+		if c.at.Before(windowStart) {
+			t.Errorf("subscriber %d moved off %s %s after the signal, before the drain delay ended", s.id, victim, c.at.Sub(signalled))
+			continue
+		}
+		if first.IsZero() || c.at.Before(first) {
+			first = c.at
+		}
+		if c.at.After(last) {
+			last = c.at
+		}
+		if i := int(c.at.Sub(windowStart) / time.Second); i < len(buckets) {
+			buckets[i]++
+		} else {
+			t.Errorf("subscriber %d reconnected %s after the window began, past %s", s.id, c.at.Sub(windowStart), span)
+		}
+	}
+	return buckets, first, last, extra
+}
+
+// checkSpread asserts that no second of the window took more than factor times its
+// fair share of the drained subscribers, and returns the peak.
+func checkSpread(t *testing.T, what string, buckets []int, drained int, window time.Duration, factor float64) (peak int, fair float64) {
+	t.Helper()
+	fair = float64(drained) / window.Seconds()
+	for _, n := range buckets {
+		peak = max(peak, n)
+	}
+	if float64(peak) > factor*fair {
+		t.Errorf("%s: %d reconnects in one second, over %.0f× the window's average of %.1f/s: %v", what, peak, factor, fair, buckets)
+	}
+	return peak, fair
+}
+
+// metrics scrapes a pod's /metrics into "name{labels}" → value.
+func metrics(hc *http.Client, admin string) (map[string]float64, error) {
+	res, err := hc.Get(admin + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: status %d", res.StatusCode)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "roomcast_") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+func opened(m map[string]float64) float64 {
+	return m[`roomcast_streams_opened_total{resumed="false"}`] + m[`roomcast_streams_opened_total{resumed="true"}`]
+}
+
+func rejected(m map[string]float64, reason string) float64 {
+	return m[`roomcast_streams_rejected_total{reason="`+reason+`"}`]
+}
+
+func closed(m map[string]float64, reason string) float64 {
+	return m[`roomcast_streams_closed_total{reason="`+reason+`"}`]
+}
+
+// percentile returns the q-quantile of ds (sorted in place).
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
