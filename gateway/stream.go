@@ -214,7 +214,7 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			buf, n, taken := (*bp)[:0], 0, 0
 			for {
 				buf, n = s.appendItem(buf, n, it, room, &sent)
-				taken += len(it.Frame)
+				taken += m.Charge(it)
 				if len(buf) >= batchBytes || n >= batchItems {
 					break
 				}

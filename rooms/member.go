@@ -28,6 +28,7 @@ type Member struct {
 	queue    chan *Item
 	bytes    atomic.Int64
 	maxBytes int64
+	small    int // frames up to this size are not charged (QueueBytes / Queue)
 
 	done   chan struct{}
 	once   sync.Once
@@ -43,11 +44,25 @@ func (m *Member) Room() string { return m.room.name }
 func (m *Member) Queue() <-chan *Item { return m.queue }
 
 // Release gives back the queue budget held by an item taken from Queue.
-func (m *Member) Release(it *Item) { m.ReleaseBytes(len(it.Frame)) }
+func (m *Member) Release(it *Item) { m.ReleaseBytes(m.Charge(it)) }
 
-// ReleaseBytes gives back n bytes of queue budget at once: the frames of a batch of
+// Charge is the queue budget an item holds: its frame's size when that is above the
+// queue's average share (QueueBytes / Queue), else nothing, since the queue's length
+// bounds those. The frames waiting in a queue thus take at most twice QueueBytes.
+func (m *Member) Charge(it *Item) int {
+	if len(it.Frame) <= m.small {
+		return 0
+	}
+	return len(it.Frame)
+}
+
+// ReleaseBytes gives back n bytes of queue budget at once: the Charge of a batch of
 // items taken from Queue, so that a reader pays one atomic add per batch.
-func (m *Member) ReleaseBytes(n int) { m.bytes.Add(-int64(n)) }
+func (m *Member) ReleaseBytes(n int) {
+	if n != 0 {
+		m.bytes.Add(-int64(n))
+	}
+}
 
 // Done is closed when the member is closed: read Reason to learn why.
 func (m *Member) Done() <-chan struct{} { return m.done }
@@ -71,7 +86,18 @@ func (m *Member) Close(r Reason) bool {
 // offer queues it without blocking; it reports false when the queue is full by count
 // or by bytes.
 func (m *Member) offer(it *Item) bool {
-	n := int64(len(it.Frame))
+	n := int64(m.Charge(it))
+	if n == 0 {
+		// Small frames are bounded by the queue's length alone: Queue of them fit
+		// in QueueBytes. This spares the shared counter (and its cache line, which
+		// the reader writes too) on the fan-out path.
+		select {
+		case m.queue <- it:
+			return true
+		default:
+			return false
+		}
+	}
 	// A single frame larger than the budget still passes into an empty queue.
 	if total := m.bytes.Add(n); total > m.maxBytes && total != n {
 		m.bytes.Add(-n)

@@ -34,7 +34,9 @@ type Log interface {
 type Config struct {
 	// Queue is each member's queue length, in events (default 256).
 	Queue int
-	// QueueBytes bounds the frame bytes waiting in each member's queue (default 4 MiB).
+	// QueueBytes bounds the frame bytes waiting in each member's queue (default 4 MiB):
+	// frames above QueueBytes/Queue are counted against it, smaller ones are bounded
+	// by Queue, so a queue holds at most twice QueueBytes.
 	QueueBytes int64
 	// Linger is how long an empty room keeps its bus subscription (default 2s; a
 	// negative value unsubscribes at once).
@@ -173,7 +175,8 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes, done: make(chan struct{}), open: &g.open}
+		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes,
+			small: int(g.cfg.QueueBytes / int64(g.cfg.Queue)), done: make(chan struct{}), open: &g.open}
 		r.mu.Lock()
 		if r.gone {
 			r.mu.Unlock()
