@@ -218,15 +218,12 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 				if len(buf) >= batchBytes || n >= batchItems {
 					break
 				}
-				more := false
 				select {
 				case it = <-q:
-					more = true
+					continue
 				default:
 				}
-				if !more {
-					break
-				}
+				break
 			}
 			m.ReleaseBytes(taken)
 			var err error

@@ -208,7 +208,7 @@ func TestDeployDriftChecksBite(t *testing.T) {
 			}
 			d := tree.deployments[0]
 			if err := c.check(tree, d); err != nil {
-				t.Skipf("fails before the breakage (TestDeployManifestsMatchTheBinary reports it): %v", err)
+				t.Fatalf("the manifests fail this check before any breakage (TestDeployManifestsMatchTheBinary says why): %v", err)
 			}
 			brk(t, tree, d)
 			err := c.check(tree, d)
