@@ -31,6 +31,12 @@ type Message struct {
 	IdempotencyKey string
 }
 
+// MaxSeq is the largest seq any log assigns or accepts as a position inside its
+// history: 15 decimal digits, the bound of the Redis function's integer arguments,
+// and below 2^53, so a browser's JSON numbers hold every seq exactly. A resume point
+// beyond it is well formed but ahead of every head: a resync.
+const MaxSeq = 999_999_999_999_999
+
 // DefaultType is the event type of an event published without one. SSE frames omit it.
 const DefaultType = "message"
 

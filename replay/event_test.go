@@ -61,6 +61,8 @@ func TestValidNames(t *testing.T) {
 	types := map[string]bool{
 		"chat": true, "a.b-c_d": true, strings.Repeat("t", 64): true,
 		"": false, strings.Repeat("t", 65): false, "resync": false, "reauth": false, "a~b": false, "a\nb": false,
+		"Resync": false, "RESYNC": false, "reAuth": false, "error": false, "open": false,
+		"message": true, "Error": true, "opened": true,
 	}
 	for typ, want := range types {
 		if got := replay.ValidType(typ); got != want {

@@ -1,5 +1,7 @@
 package replay
 
+import "strings"
+
 // Room names and event types are validated before anything else touches them: a room
 // name ends up in log keys and doorbell channels (where "{" or "}" would change the
 // Redis hash slot), and a type ends up in an SSE "event:" field (where CR or LF would
@@ -38,8 +40,14 @@ func ValidType(t string) bool {
 	return true
 }
 
-// Reserved reports whether t is an event type only the gateway may send.
-func Reserved(t string) bool { return t == "resync" || t == "reauth" }
+// Reserved reports whether t is an event type a publisher may not use: the notices
+// the gateway sends itself (resync and reauth, in any case, so that no client that
+// compares names loosely mistakes an event for one), and the events EventSource
+// dispatches on its own ("error" and "open"), which a listener could not tell apart
+// from the connection's. "message" is not reserved: it is the default type.
+func Reserved(t string) bool {
+	return t == "error" || t == "open" || strings.EqualFold(t, "resync") || strings.EqualFold(t, "reauth")
+}
 
 func roomByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
