@@ -37,6 +37,9 @@ type RedisConfig struct {
 	// Addrs are seed addresses ("host:port"): one standalone server or any nodes of a
 	// cluster; the client finds out which. Required.
 	Addrs []string
+	// Username and Password authenticate every connection (AUTH); empty: none.
+	// They are never logged.
+	Username, Password string
 	// History is the number of events kept per room (default 1000). Redis trims the
 	// log approximately (whole stream nodes of 100 entries), so a room may keep up to
 	// about 100 more.
@@ -198,6 +201,8 @@ func connectRedis(ctx context.Context, cfg RedisConfig) (rueidis.Client, error) 
 		}
 		client, err := rueidis.NewClient(rueidis.ClientOption{
 			InitAddress:  []string{addr},
+			Username:     cfg.Username,
+			Password:     cfg.Password,
 			Dialer:       net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second},
 			DisableCache: true,
 			// Retries are ours: only a call that surely did not run, or that is safe

@@ -32,6 +32,7 @@ type config struct {
 	WriteTimeout       time.Duration
 	Queue              int
 	QueueBytes         byteSize
+	MaxQueuedBytes     byteSize
 	Linger             time.Duration
 
 	AcceptRate      float64
@@ -40,9 +41,10 @@ type config struct {
 	MaxStreamsPerIP int
 	ClientIPHeader  string
 
-	MaxBody      byteSize
-	MaxBatchBody byteSize
-	PublishToken string
+	MaxBody          byteSize
+	MaxBatchBody     byteSize
+	PublishToken     string
+	PublishTokenFile string
 
 	DrainDelay   time.Duration
 	DrainWindow  time.Duration
@@ -52,9 +54,10 @@ type config struct {
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	c := config{MaxHistoryBytes: 512 << 20, QueueBytes: 4 << 20, MaxBody: 64 << 10, MaxBatchBody: 1 << 20}
+	c := config{MaxHistoryBytes: 512 << 20, QueueBytes: 4 << 20, MaxQueuedBytes: 1 << 30, MaxBody: 64 << 10, MaxBatchBody: 1 << 20}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// Errors are returned as one line; only -help prints the usage.
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "public listener: rooms, publishing, /healthz, /readyz, web pages")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "admin listener: /metrics, /admin/stats, /admin/drain, pprof")
 	fs.StringVar(&c.Redis, "redis", "", "comma-separated Redis seed addresses; empty runs the embedded in-memory log")
@@ -70,7 +73,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 10*time.Second, "deadline of each write to a stream")
 	fs.IntVar(&c.Queue, "queue", 256, "per-client queue, events")
 	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")
-	fs.DurationVar(&c.Linger, "linger", 2*time.Second, "how long an empty room keeps its subscription")
+	fs.Var(&c.MaxQueuedBytes, "max-queued-bytes", "bytes queued to all clients of the pod; past it the clients furthest behind are closed first (0: no limit)")
+	fs.DurationVar(&c.Linger, "linger", 2*time.Second, "how long an empty room keeps its subscription (0: none)")
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
@@ -79,12 +83,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer token; empty allows loopback clients only")
+	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer token (instead of --publish-token, which shows in the process list)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "Usage of gateway:")
+			fs.PrintDefaults()
+			return c, err
+		}
+		// The flag package names flags with one dash; the docs use two.
+		return c, errors.New(strings.Replace(err.Error(), "for flag -", "for flag --", 1))
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -92,18 +104,29 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
+	fromEnv := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] {
 			return
 		}
 		env := EnvName(f.Name)
 		if v := getenv(env); v != "" {
+			fromEnv[f.Name] = true
 			if err := f.Value.Set(v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
 			}
 		}
 	})
-	return c, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	if err := checkRanges(fs, &c, fromEnv); err != nil {
+		return c, err
+	}
+	if _, err := parseRedis(c.Redis); err != nil {
+		return c, err
+	}
+	return c, checkToken(&c)
 }
 
 // EnvName is a flag's environment twin: ROOMCAST_ and the name in capitals with
@@ -117,6 +140,9 @@ func EnvName(flagName string) string {
 type byteSize int64
 
 func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+// Get implements flag.Getter.
+func (b *byteSize) Get() any { return *b }
 
 func (b *byteSize) Set(s string) error {
 	n, err := parseSize(s)
@@ -147,6 +173,6 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-var _ flag.Value = (*byteSize)(nil)
+var _ flag.Getter = (*byteSize)(nil)
 
 func environ(name string) string { return os.Getenv(name) }

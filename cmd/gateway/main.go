@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +37,9 @@ func run(args []string) int {
 	cfg, err := parseConfig(args, environ, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	if err == nil {
+		err = cfg.checkRelations()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -76,7 +78,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue:       cfg.Queue,
 		QueueBytes:  int64(cfg.QueueBytes),
-		Linger:      cfg.Linger,
+		Linger:      lingerFor(cfg.Linger),
 		Frame:       gateway.EventFrame,
 		ResyncFrame: gateway.ResyncFrame,
 		Logger:      logger,
@@ -121,16 +123,16 @@ func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
 			MaxBytes:   int64(cfg.MaxHistoryBytes),
 		})
 	}
-	var addrs []string
-	for _, a := range strings.Split(cfg.Redis, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
+	target, err := parseRedis(cfg.Redis)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return replay.NewRedisLog(ctx, replay.RedisConfig{
-		Addrs:        addrs,
+		Addrs:        target.addrs,
+		Username:     target.username,
+		Password:     target.password,
 		History:      cfg.History,
 		HistoryTTL:   cfg.HistoryTTL,
 		WaitReplicas: cfg.PublishWaitReplicas,
@@ -144,15 +146,19 @@ func (p *pod) serve(logger *slog.Logger) int {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
+	// A listener that cannot open is a configuration problem: exit 2.
 	public, err := net.Listen("tcp", p.cfg.Addr)
 	if err != nil {
-		logger.Error("listen", "addr", p.cfg.Addr, "err", err)
-		return 1
+		logger.Error("configuration rejected", "err", fmt.Errorf("--addr %q: %w", p.cfg.Addr, err))
+		p.closeAll(logger)
+		return 2
 	}
 	admin, err := net.Listen("tcp", p.cfg.AdminAddr)
 	if err != nil {
-		logger.Error("listen", "addr", p.cfg.AdminAddr, "err", err)
-		return 1
+		public.Close()
+		logger.Error("configuration rejected", "err", fmt.Errorf("--admin-addr %q: %w", p.cfg.AdminAddr, err))
+		p.closeAll(logger)
+		return 2
 	}
 	servers := []*http.Server{newHTTPServer(p.server.Public(), logger), newHTTPServer(p.server.Admin(), logger)}
 	failed := make(chan error, 2)
@@ -163,8 +169,8 @@ func (p *pod) serve(logger *slog.Logger) int {
 			}
 		}()
 	}
-	logger.Info("roomcast gateway started", "addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
-		"log", logKind(p.cfg), "history", p.cfg.History, "retry_min", p.cfg.RetryMin.String(), "retry_max", p.cfg.RetryMax.String())
+	logger.Info("roomcast gateway started", append([]any{"addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
+		"log", logKind(p.cfg)}, p.cfg.effective()...)...)
 	if p.cfg.PublishToken == "" {
 		logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
 	}
@@ -197,14 +203,35 @@ func (p *pod) serve(logger *slog.Logger) int {
 			_ = s.Close()
 		}
 	}
+	p.close(ctx, logger)
+	logger.Info("roomcast gateway stopped", "exit_code", code)
+	return code
+}
+
+// close releases the registry and the log.
+func (p *pod) close(ctx context.Context, logger *slog.Logger) {
 	if err := p.rooms.Close(ctx); err != nil {
 		logger.Warn("closing rooms", "err", err)
 	}
 	if err := p.log.Close(ctx); err != nil {
 		logger.Warn("closing the log", "err", err)
 	}
-	logger.Info("roomcast gateway stopped", "exit_code", code)
-	return code
+}
+
+// closeAll is close for a pod that never started serving.
+func (p *pod) closeAll(logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.close(ctx, logger)
+}
+
+// lingerFor maps --linger to rooms.Config.Linger, whose zero means the default:
+// --linger 0 means no linger at all.
+func lingerFor(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func logKind(cfg config) string {

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay/redistest"
+)
+
+// runGateway runs the gateway process to its exit and returns its exit code and
+// stderr. The deadline only stops a gateway that wrongly started.
+func runGateway(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("gateway %v still running after 30s (it started): %s", args, stderr.String())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, stderr.String()
+}
+
+func TestBrokenFlagsExitTwoWithOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--heartbeat", "1ns"}, "--heartbeat"},
+		{[]string{"--write-timeout", "1ns"}, "--write-timeout"},
+		{[]string{"--queue", "50000000"}, "--queue"},
+		{[]string{"--retry-max", "9999h"}, "--retry-max"},
+		{[]string{"--retry-min", "1ns"}, "--retry-min"},
+		{[]string{"--history-ttl", "1ns"}, "--history-ttl"},
+		{[]string{"--accept-rate", "NaN"}, "--accept-rate"},
+		{[]string{"--admin-addr", ""}, "--admin-addr"},
+		{[]string{"--addr", "nonsense"}, "--addr"},
+		{[]string{"--queue", "0"}, "--queue"},
+		{[]string{"--max-queued-bytes", "lots"}, "--max-queued-bytes"},
+		{[]string{"--retry-min", "5s", "--retry-max", "1s"}, "--retry-min"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stderr := runGateway(t, append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, tc.args...)...)
+			if code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "gateway: ") || !strings.Contains(lines[0], tc.flag) {
+				t.Fatalf("want one line naming %s, got:\n%s", tc.flag, stderr)
+			}
+		})
+	}
+}
+
+func TestListenFailureExitsTwo(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	code, stderr := runGateway(t, "--addr", busy.Addr().String(), "--admin-addr", "127.0.0.1:0")
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "--addr") {
+		t.Fatalf("the error does not name --addr:\n%s", stderr)
+	}
+}
+
+// started is a running gateway and its start-up log line.
+type started struct {
+	public, admin string
+	startLine     []byte
+}
+
+// startForLine starts the gateway like startGateway and keeps its start-up line.
+func startForLine(t *testing.T, args ...string) *started {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan []byte, 1)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var l struct{ Msg string }
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "roomcast gateway started" {
+				lines <- bytes.Clone(sc.Bytes())
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	select {
+	case line := <-lines:
+		var a struct {
+			Addr      string `json:"addr"`
+			AdminAddr string `json:"admin_addr"`
+		}
+		if err := json.Unmarshal(line, &a); err != nil {
+			t.Fatal(err)
+		}
+		return &started{public: "http://" + a.Addr, admin: "http://" + a.AdminAddr, startLine: line}
+	case <-exited:
+		t.Fatal("gateway exited before starting")
+	case <-time.After(20 * time.Second):
+		t.Fatal("gateway did not start within 20s")
+	}
+	return nil
+}
+
+func startLine(t *testing.T, p *started) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(p.startLine, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestStartupLogPrintsValuesInEffect(t *testing.T) {
+	p := startForLine(t, "--publish-token", "tok-never-logged", "--linger", "0", "--queue", "64", "--heartbeat", "7s")
+	line := startLine(t, p)
+	want := map[string]any{
+		"heartbeat": "7s", "queue": float64(64), "linger": "0s", "history": float64(1000), "history_ttl": "24h",
+		"write_timeout": "10s", "max_queued_bytes": float64(1 << 30), "accept_rate": float64(1000),
+		"max_streams_per_ip": float64(0), "drain_timeout": "45s", "publish_token_set": true, "log": "memory",
+	}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("start-up line %s = %v (%T), want %v", k, line[k], line[k], v)
+		}
+	}
+	for _, k := range []string{"redis_timeout", "publish_wait_replicas", "max_rooms", "max_history_bytes", "retry_min",
+		"retry_max", "queue_bytes", "accept_burst", "max_streams", "client_ip_header", "max_body", "max_batch_body",
+		"drain_delay", "drain_window", "log_level", "redis"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("start-up line lacks %s", k)
+		}
+	}
+	if bytes.Contains(p.startLine, []byte("tok-never-logged")) {
+		t.Fatalf("the start-up line shows the token: %s", p.startLine)
+	}
+}
+
+func TestPublishTokenFromFile(t *testing.T) {
+	const token = "file-token-3f9a"
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("  "+token+"\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startForLine(t, "--publish-token-file", path)
+
+	publish := func(auth string) int {
+		req, _ := http.NewRequest("POST", p.public+"/rooms/r/events", strings.NewReader(`{"a":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := publish("Bearer " + token); code != http.StatusCreated {
+		t.Fatalf("publish with the file's token: %d", code)
+	}
+	if code := publish("Bearer nope"); code != http.StatusUnauthorized {
+		t.Fatalf("publish with another token: %d", code)
+	}
+	res, err := http.Get(p.admin + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(cmdline), "publish-token-file") {
+		t.Fatalf("cmdline %q does not show the flag: the check below proves nothing", cmdline)
+	}
+	if strings.Contains(string(cmdline), token) {
+		t.Fatalf("pprof cmdline shows the token: %q", cmdline)
+	}
+	if bytes.Contains(p.startLine, []byte(token)) {
+		t.Fatalf("the start-up line shows the token: %s", p.startLine)
+	}
+}
+
+func TestPublishTokenFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	blank := filepath.Join(dir, "blank")
+	good := filepath.Join(dir, "good")
+	_ = os.WriteFile(empty, nil, 0o600)
+	_ = os.WriteFile(blank, []byte(" \n\t\n"), 0o600)
+	_ = os.WriteFile(good, []byte("secret-in-file\n"), 0o600)
+	for name, args := range map[string][]string{
+		"empty file":   {"--publish-token-file", empty},
+		"blank file":   {"--publish-token-file", blank},
+		"missing file": {"--publish-token-file", filepath.Join(dir, "missing")},
+		"both":         {"--publish-token-file", good, "--publish-token", "secret-on-flag"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseConfig(args, noEnvironment, io.Discard)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "--publish-token-file") {
+				t.Fatalf("message does not name --publish-token-file: %v", err)
+			}
+			if strings.Contains(err.Error(), "secret-") {
+				t.Fatalf("message shows a token: %v", err)
+			}
+		})
+	}
+	c, err := parseConfig([]string{"--publish-token-file", good}, noEnvironment, io.Discard)
+	if err != nil || c.PublishToken != "secret-in-file" {
+		t.Fatalf("token %q, err %v", c.PublishToken, err)
+	}
+	c, err = parseConfig([]string{"--publish-token", " padded \n"}, noEnvironment, io.Discard)
+	if err != nil || c.PublishToken != "padded" {
+		t.Fatalf("--publish-token is not trimmed like the presented one: %q, %v", c.PublishToken, err)
+	}
+}
+
+func TestRedisSecretsAreNeverPrinted(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close() // nothing listens there now: the connect fails
+	for _, redis := range []string{
+		"redis://roomcast:pw-s3cret-1@" + addr,
+		"roomcast:pw-s3cret-1@" + addr,
+		"redis://:pw-s3cret-1@" + addr + ",127.0.0.1:1",
+		"redis://roomcast:pw-s3cret-1@" + addr + "/nonsense",
+	} {
+		t.Run(redis, func(t *testing.T) {
+			code, stderr := runGateway(t, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+				"--redis", redis, "--redis-timeout", "200ms")
+			if code == 0 {
+				t.Fatalf("exit code 0 without a Redis:\n%s", stderr)
+			}
+			if strings.Contains(stderr, "pw-s3cret-1") {
+				t.Fatalf("stderr shows the Redis password:\n%s", stderr)
+			}
+			if !strings.Contains(stderr, "127.0.0.1") {
+				t.Fatalf("stderr does not name the address, so it proves nothing:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestRedisCredentialsAuthenticate(t *testing.T) {
+	s := redistest.Standalone(t)
+	s.MustDo(t, "ACL", "SETUSER", "roomcast", "on", ">pw-s3cret-2", "~*", "&*", "+@all")
+	s.MustDo(t, "ACL", "SETUSER", "default", "off")
+
+	code, stderr := runGateway(t, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--redis", "redis://roomcast:wrong-pw@"+s.Addr, "--redis-timeout", "500ms")
+	if code != 2 || strings.Contains(stderr, "wrong-pw") {
+		t.Fatalf("a wrong password: exit %d, stderr:\n%s", code, stderr)
+	}
+	p := startForLine(t, "--redis", "redis://roomcast:pw-s3cret-2@"+s.Addr)
+	if bytes.Contains(p.startLine, []byte("pw-s3cret-2")) || !bytes.Contains(p.startLine, []byte("redis://roomcast:xxxxx@"+s.Addr)) {
+		t.Fatalf("start-up line: %s", p.startLine)
+	}
+	res, err := http.Post(p.public+"/rooms/r/events", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("publish through the authenticated log: %d", res.StatusCode)
+	}
+}
