@@ -15,6 +15,8 @@ type statsBody struct {
 	Rooms             int64             `json:"rooms"`
 	Subscriptions     int64             `json:"subscriptions"`
 	Drops             map[string]uint64 `json:"drops"`
+	QueuedBytes       int64             `json:"queued_bytes"`
+	BudgetDrops       uint64            `json:"budget_drops"`
 	Published         uint64            `json:"published"`
 	Delivered         uint64            `json:"delivered"`
 	Repairs           uint64            `json:"repairs"`
@@ -44,6 +46,8 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 			rooms.ReasonSlowConsumer.String(): st.SlowDrops,
 			rooms.ReasonWriteFailed.String():  s.closes[rooms.ReasonWriteFailed].Load(),
 		},
+		QueuedBytes:       st.QueuedBytes,
+		BudgetDrops:       st.BudgetDrops,
 		Published:         s.published.Load(),
 		Delivered:         s.delivered.Load(),
 		Repairs:           st.Repairs,

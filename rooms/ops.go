@@ -11,7 +11,9 @@ type Stats struct {
 	Members       int64  // open streams
 	Rooms         int64  // rooms with members or lingering
 	Subscriptions int64  // bus subscriptions held
-	SlowDrops     uint64 // members closed because their queue overflowed
+	SlowDrops     uint64 // members closed because their queue overflowed or the pod's budget did
+	BudgetDrops   uint64 // of those, members closed by the pod's budget (MaxQueuedBytes)
+	QueuedBytes   int64  // bytes waiting in all queues at the last budget scan (0 with no budget)
 	Repairs       uint64 // repairs started (gaps, epoch changes, bus resets)
 	Resyncs       uint64 // gaps the log could not fill
 	Forks         uint64 // repairs that found another event at the last delivered seq
@@ -24,6 +26,8 @@ func (g *Registry) Stats() Stats {
 		Rooms:         g.rooms.Load(),
 		Subscriptions: g.subscriptions.Load(),
 		SlowDrops:     g.slowDrops.Load(),
+		BudgetDrops:   g.budgetDrops.Load(),
+		QueuedBytes:   g.queuedBytes.Load(),
 		Repairs:       g.repairs.Load(),
 		Resyncs:       g.resyncs.Load(),
 		Forks:         g.forks.Load(),

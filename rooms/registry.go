@@ -34,10 +34,14 @@ type Log interface {
 type Config struct {
 	// Queue is each member's queue length, in events (default 256).
 	Queue int
-	// QueueBytes bounds the frame bytes waiting in each member's queue (default 4 MiB):
-	// frames above QueueBytes/Queue are counted against it, smaller ones are bounded
-	// by Queue, so a queue holds at most twice QueueBytes.
+	// QueueBytes bounds the frame bytes waiting in each member's queue (default 4 MiB).
 	QueueBytes int64
+	// MaxQueuedBytes bounds the frame bytes waiting in all members' queues together
+	// (zero: no bound). A scan every BudgetInterval closes the members with the most
+	// bytes waiting first, as slow consumers, until the sum is within the bound.
+	MaxQueuedBytes int64
+	// BudgetInterval is how often that scan runs (default 200ms).
+	BudgetInterval time.Duration
 	// Linger is how long an empty room keeps its bus subscription (default 2s; a
 	// negative value unsubscribes at once).
 	Linger time.Duration
@@ -73,12 +77,14 @@ type Registry struct {
 	rooms         atomic.Int64
 	subscriptions atomic.Int64
 	slowDrops     atomic.Uint64
+	budgetDrops   atomic.Uint64
+	queuedBytes   atomic.Int64 // at the last budget scan
 	repairs       atomic.Uint64
 	resyncs       atomic.Uint64
 	forks         atomic.Uint64
 	closed        atomic.Bool
 
-	wg   sync.WaitGroup // open, repair and expire goroutines
+	wg   sync.WaitGroup // open, repair, expire and budget goroutines
 	stop chan struct{}
 }
 
@@ -119,6 +125,9 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	if cfg.RepairBatch == 0 {
 		cfg.RepairBatch = 256
 	}
+	if cfg.BudgetInterval == 0 {
+		cfg.BudgetInterval = 200 * time.Millisecond
+	}
 	if cfg.IOTimeout == 0 {
 		cfg.IOTimeout = 5 * time.Second
 	}
@@ -133,11 +142,18 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	case cfg.Queue < 1 || cfg.QueueBytes < 1 || cfg.RepairBatch < 1 || cfg.IOTimeout < 0:
 		return nil, fmt.Errorf("rooms: queue %d, queue bytes %d, repair batch %d and io timeout %s must be positive",
 			cfg.Queue, cfg.QueueBytes, cfg.RepairBatch, cfg.IOTimeout)
+	case cfg.MaxQueuedBytes < 0 || cfg.BudgetInterval < 0:
+		return nil, fmt.Errorf("rooms: max queued bytes %d and budget interval %s must not be negative",
+			cfg.MaxQueuedBytes, cfg.BudgetInterval)
 	}
 	g := &Registry{bus: bus, log: log, cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	for i := range g.shards {
 		g.shards[i].rooms = make(map[string]*room)
 		g.shards[i].leaving = make(map[string]chan struct{})
+	}
+	if cfg.MaxQueuedBytes > 0 {
+		g.wg.Add(1)
+		go g.budgetLoop()
 	}
 	return g, nil
 }
@@ -176,7 +192,7 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 			return nil, r.err
 		}
 		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes,
-			small: int(g.cfg.QueueBytes / int64(g.cfg.Queue)), done: make(chan struct{}), open: &g.open}
+			done: make(chan struct{}), open: &g.open}
 		r.mu.Lock()
 		if r.gone {
 			r.mu.Unlock()
@@ -494,7 +510,7 @@ func (g *Registry) fanoutLocked(r *room, it *Item) {
 		if m.reason.Load() != 0 {
 			continue
 		}
-		if !m.offer(it) && m.Close(ReasonSlowConsumer) {
+		if !m.offerLocked(it) && m.Close(ReasonSlowConsumer) {
 			g.slowDrops.Add(1)
 		}
 	}

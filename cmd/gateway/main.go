@@ -76,12 +76,14 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		return nil, err
 	}
 	reg, err := rooms.New(log, log, rooms.Config{
-		Queue:       cfg.Queue,
-		QueueBytes:  int64(cfg.QueueBytes),
-		Linger:      lingerFor(cfg.Linger),
-		Frame:       gateway.EventFrame,
-		ResyncFrame: gateway.ResyncFrame,
-		Logger:      logger,
+		Queue:      cfg.Queue,
+		QueueBytes: int64(cfg.QueueBytes),
+		// --max-queued-bytes 0 means no limit, as does the registry's zero.
+		MaxQueuedBytes: int64(cfg.MaxQueuedBytes),
+		Linger:         lingerFor(cfg.Linger),
+		Frame:          gateway.EventFrame,
+		ResyncFrame:    gateway.ResyncFrame,
+		Logger:         logger,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,86 @@
+package rooms
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// budgetLoop enforces MaxQueuedBytes every BudgetInterval until Close.
+func (g *Registry) budgetLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.BudgetInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			g.enforceBudget()
+		}
+	}
+}
+
+type queuedMember struct {
+	m     *Member
+	bytes int64
+}
+
+// enforceBudget sums the bytes waiting in open members' queues and, while the sum is
+// over MaxQueuedBytes, closes the member with the most waiting as a slow consumer: it
+// is the furthest behind, and resumes by id. It reports how many it closed.
+func (g *Registry) enforceBudget() int {
+	var total int64
+	var ms []queuedMember
+	g.eachRoom(func(r *room) {
+		r.mu.Lock()
+		for m := range r.members {
+			if m.reason.Load() != 0 {
+				continue
+			}
+			if q := m.queuedLocked(); q > 0 {
+				total += q
+				ms = append(ms, queuedMember{m, q})
+			}
+		}
+		r.mu.Unlock()
+	})
+	closed := 0
+	if g.cfg.MaxQueuedBytes > 0 && total > g.cfg.MaxQueuedBytes {
+		slices.SortFunc(ms, func(a, b queuedMember) int { return cmp.Compare(b.bytes, a.bytes) })
+		for _, q := range ms {
+			if total <= g.cfg.MaxQueuedBytes {
+				break
+			}
+			if q.m.Close(ReasonSlowConsumer) {
+				g.slowDrops.Add(1)
+				g.budgetDrops.Add(1)
+				closed++
+			}
+			total -= q.bytes
+		}
+		if closed > 0 {
+			g.cfg.Logger.Warn("queued bytes over the pod's budget: closed the streams furthest behind",
+				"closed", closed, "max_queued_bytes", g.cfg.MaxQueuedBytes)
+		}
+	}
+	g.queuedBytes.Store(total)
+	return closed
+}
+
+// eachRoom calls fn for every room, outside the shard locks.
+func (g *Registry) eachRoom(fn func(*room)) {
+	var rs []*room
+	for i := range g.shards {
+		s := &g.shards[i]
+		rs = rs[:0]
+		s.mu.Lock()
+		for _, r := range s.rooms {
+			rs = append(rs, r)
+		}
+		s.mu.Unlock()
+		for _, r := range rs {
+			fn(r)
+		}
+	}
+}
