@@ -81,6 +81,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_drain_state", Help: "Lifecycle state: 1 ready, 2 draining, 3 stopped."},
 			func() float64 { return float64(s.drain.State()) }),
 	}
+	cs = append(cs, logCollectors(s.log)...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

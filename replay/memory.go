@@ -21,14 +21,16 @@ type MemoryConfig struct {
 	// MaxRooms caps the rooms holding history (default 100000). Past it, Append for a
 	// new room returns ErrFull.
 	MaxRooms int
-	// MaxBytes caps the memory held by all histories and idempotency keys, in bytes
-	// (default 512 MiB). A room over budget sheds its own oldest events first; when
-	// it has none left to shed, Append returns ErrFull.
+	// MaxBytes caps the memory held by all histories, idempotency keys and room
+	// records (RoomOverhead plus the name, per room), in bytes (default 512 MiB). A
+	// room over budget sheds its own oldest events first; when it has none left to
+	// shed, Append returns ErrFull. Keys are never shed before their TTL.
 	MaxBytes int64
 	// IdempotencyTTL is how long an idempotency key is remembered (default 1h).
 	IdempotencyTTL time.Duration
-	// MaxIdempotencyKeys caps the keys remembered per room, oldest forgotten first
-	// (default 10000).
+	// MaxIdempotencyKeys, when positive, caps the keys remembered per room, oldest
+	// forgotten first, even inside their TTL. Zero (the default): no cap; keys are
+	// bounded by IdempotencyTTL and MaxBytes, so every key holds for its whole TTL.
 	MaxIdempotencyKeys int
 	// Now is the clock (default time.Now); tests replace it.
 	Now func() time.Time
@@ -50,9 +52,6 @@ func (c *MemoryConfig) fill() error {
 	if c.IdempotencyTTL == 0 {
 		c.IdempotencyTTL = time.Hour
 	}
-	if c.MaxIdempotencyKeys == 0 {
-		c.MaxIdempotencyKeys = 10000
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -65,8 +64,8 @@ func (c *MemoryConfig) fill() error {
 		return fmt.Errorf("replay: max rooms %d: must be at least 1", c.MaxRooms)
 	case c.MaxBytes < 1:
 		return fmt.Errorf("replay: max bytes %d: must be positive", c.MaxBytes)
-	case c.MaxIdempotencyKeys < 1:
-		return fmt.Errorf("replay: max idempotency keys %d: must be at least 1", c.MaxIdempotencyKeys)
+	case c.MaxIdempotencyKeys < 0:
+		return fmt.Errorf("replay: max idempotency keys %d: must not be negative", c.MaxIdempotencyKeys)
 	}
 	return nil
 }
@@ -77,7 +76,12 @@ const memShards = 64
 const (
 	eventOverhead = 96
 	keyOverhead   = 64
+	// roomOverhead is a room's record, its map entries and its slices' headers;
+	// its name is charged on top.
+	roomOverhead = 320
 )
+
+func roomCost(name string) int64 { return int64(roomOverhead + len(name)) }
 
 // MemoryLog is the embedded Log: per-room ring buffers and an in-process doorbell.
 type MemoryLog struct {
@@ -168,6 +172,7 @@ func (l *MemoryLog) Append(ctx context.Context, room string, m Message) (Event, 
 		ev, err := l.appendLocked(r, room, m)
 		r.mu.Unlock()
 		if err != nil {
+			l.dropIfEmpty(room, r)
 			return Event{}, fmt.Errorf("replay: append %q: %w", room, err)
 		}
 		return ev, nil
@@ -182,13 +187,38 @@ func (l *MemoryLog) roomFor(room string) (*memRoom, error) {
 	if r, ok := s.rooms[room]; ok {
 		return r, nil
 	}
-	if l.roomCount.Load() >= int64(l.cfg.MaxRooms) {
+	if l.roomCount.Load() >= int64(l.cfg.MaxRooms) || l.bytes.Load()+roomCost(room) > l.cfg.MaxBytes {
 		return nil, ErrFull
 	}
 	l.roomCount.Add(1)
+	l.bytes.Add(roomCost(room))
 	r := &memRoom{}
 	s.rooms[room] = r
 	return r, nil
+}
+
+// dropIfEmpty forgets a room that holds nothing, so that a refused first publish
+// does not keep a room record charged until the sweep. Lock order: shard, then room.
+func (l *MemoryLog) dropIfEmpty(room string, r *memRoom) {
+	s := &l.shards[l.shard(room)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dead || r.seq != 0 || len(r.idem) != 0 || s.rooms[room] != r {
+		return
+	}
+	l.forgetLocked(s, room, r)
+}
+
+// forgetLocked removes r from its shard and releases everything it held. Both locks
+// must be held.
+func (l *MemoryLog) forgetLocked(s *memShard, room string, r *memRoom) {
+	r.dead = true
+	l.bytes.Add(-r.bytes - roomCost(room))
+	r.bytes = 0
+	delete(s.rooms, room)
+	l.roomCount.Add(-1)
 }
 
 func (l *MemoryLog) appendLocked(r *memRoom, room string, m Message) (Event, error) {
@@ -262,14 +292,25 @@ func (l *MemoryLog) rememberLocked(r *memRoom, key string, pos Position, now tim
 		l.bytes.Add(c)
 	}
 	r.idem[key] = idemEntry{pos: pos, at: now}
-	for len(r.idemOrder) > l.cfg.MaxIdempotencyKeys ||
-		len(r.idemOrder) > 0 && now.Sub(r.idem[r.idemOrder[0]].at) > l.cfg.IdempotencyTTL {
+	l.expireKeysLocked(r, now)
+}
+
+// expireKeysLocked forgets the room's keys past their TTL, or past
+// MaxIdempotencyKeys when that is set, oldest first.
+func (l *MemoryLog) expireKeysLocked(r *memRoom, now time.Time) {
+	capped := l.cfg.MaxIdempotencyKeys > 0
+	for len(r.idemOrder) > 0 && (capped && len(r.idemOrder) > l.cfg.MaxIdempotencyKeys ||
+		now.Sub(r.idem[r.idemOrder[0]].at) > l.cfg.IdempotencyTTL) {
 		old := r.idemOrder[0]
+		r.idemOrder[0] = ""
 		r.idemOrder = r.idemOrder[1:]
 		delete(r.idem, old)
 		c := int64(len(old) + keyOverhead)
 		r.bytes -= c
 		l.bytes.Add(-c)
+	}
+	if len(r.idemOrder) == 0 {
+		r.idem, r.idemOrder = nil, nil
 	}
 }
 
@@ -425,15 +466,12 @@ func (l *MemoryLog) sweep() {
 		for name, r := range s.rooms {
 			r.mu.Lock()
 			if r.epoch != "" && now.Sub(r.active) <= l.cfg.HistoryTTL {
+				l.expireKeysLocked(r, now)
 				r.mu.Unlock()
 				continue
 			}
-			r.dead = true
-			l.bytes.Add(-r.bytes)
-			r.bytes = 0
+			l.forgetLocked(s, name, r)
 			r.mu.Unlock()
-			delete(s.rooms, name)
-			l.roomCount.Add(-1)
 		}
 		s.mu.Unlock()
 	}

@@ -174,6 +174,17 @@ func TestStartupLogPrintsValuesInEffect(t *testing.T) {
 	if bytes.Contains(p.startLine, []byte("tok-never-logged")) {
 		t.Fatalf("the start-up line shows the token: %s", p.startLine)
 	}
+	res, err := http.Get(p.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, name := range []string{"roomcast_queued_bytes ", "roomcast_queue_budget_drops_total ", "roomcast_log_rooms ", "roomcast_log_bytes "} {
+		if !bytes.Contains(metrics, []byte("\n"+name)) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
 }
 
 func TestPublishTokenFromFile(t *testing.T) {
