@@ -83,8 +83,11 @@ func (c *Config) fill() error {
 	switch {
 	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
 		return fmt.Errorf("gateway: retry range %s..%s: need 0 < min <= max", c.RetryMin, c.RetryMax)
-	case c.Heartbeat <= 0 || c.WriteTimeout <= 0 || c.PublishTimeout <= 0:
-		return errors.New("gateway: heartbeat, write timeout and publish timeout must be positive")
+	case c.Heartbeat < time.Millisecond:
+		// Streams tick at half the interval: below this it rounds to nothing.
+		return fmt.Errorf("gateway: heartbeat %s: must be at least 1ms", c.Heartbeat)
+	case c.WriteTimeout <= 0 || c.PublishTimeout <= 0:
+		return errors.New("gateway: write timeout and publish timeout must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
 		return errors.New("gateway: body limits, batch items and replay batch must be positive")
 	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0:

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseRedis(t *testing.T) {
+	for _, tc := range []struct {
+		in, addrs, user, pass, shown string
+	}{
+		{"127.0.0.1:6379", "127.0.0.1:6379", "", "", "127.0.0.1:6379"},
+		{" a:1 , b:2 ", "a:1,b:2", "", "", "a:1,b:2"},
+		{"redis://u:p@a:1,redis://u:p@b:2", "a:1,b:2", "u", "p", "redis://u:xxxxx@a:1,redis://u:xxxxx@b:2"},
+		{"u:p@a:1,b:2", "a:1,b:2", "u", "p", "redis://u:xxxxx@a:1,redis://u:xxxxx@b:2"},
+		{"redis://:p%40ss@a:1", "a:1", "", "p@ss", "redis://:xxxxx@a:1"},
+		{"redis://[::1]:6379", "[::1]:6379", "", "", "[::1]:6379"},
+	} {
+		got, err := parseRedis(tc.in)
+		if err != nil {
+			t.Errorf("parseRedis(%q): %v", tc.in, err)
+			continue
+		}
+		if strings.Join(got.addrs, ",") != tc.addrs || got.username != tc.user || got.password != tc.pass || got.String() != tc.shown {
+			t.Errorf("parseRedis(%q) = %v %q %q shown %q", tc.in, got.addrs, got.username, got.password, got.String())
+		}
+	}
+	for _, in := range []string{
+		"rediss://u:pw-secret@a:1", "redis://u:pw-secret@a:1/2", "redis://u:pw-secret@a", "u:pw-secret@",
+		"redis://u:pw-secret@a:1,redis://v:pw-secret@b:1", "redis://u:pw-secret@a:1?db=2", ",",
+	} {
+		_, err := parseRedis(in)
+		if err == nil {
+			t.Errorf("parseRedis(%q) accepted", in)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw-secret") {
+			t.Errorf("parseRedis(%q): the error shows the password: %v", in, err)
+		}
+	}
+}
+
+// FuzzParseRedis: whatever --redis holds, neither the error nor the printable form
+// shows a password.
+func FuzzParseRedis(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:6379", "redis://user:password1@h:1", "u:password1@h:1,h:2",
+		"redis://:password1@h:1/x", "rediss://u:password1@h:1", "redis://u:pass%2Fword1@h:1"} {
+		f.Add(s)
+	}
+	const templates = "--redis: seed (): want host:port or redis://[user:password@]host:port, without a path or query scheme only redis:// is supported every seed must carry the same credentials no address xxxxx"
+	f.Fuzz(func(t *testing.T, s string) {
+		target, err := parseRedis(s)
+		out := ""
+		if err != nil {
+			out = err.Error()
+		} else {
+			out = target.String()
+			for _, a := range target.addrs {
+				if strings.Contains(a, "@") {
+					t.Fatalf("address %q keeps credentials", a)
+				}
+			}
+		}
+		for _, seed := range strings.Split(s, ",") {
+			at := strings.LastIndex(seed, "@")
+			if at < 0 {
+				continue
+			}
+			user := seed[:at]
+			if i := strings.Index(user, "://"); i >= 0 {
+				user = user[i+3:]
+			}
+			_, pass, ok := strings.Cut(user, ":")
+			if !ok || len(pass) < 6 || strings.Count(s, pass) > 1 || strings.Contains(templates, pass) {
+				continue
+			}
+			if strings.Contains(out, pass) {
+				t.Fatalf("parseRedis(%q) shows the password %q: %s", s, pass, out)
+			}
+		}
+	})
+}
