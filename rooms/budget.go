@@ -30,23 +30,12 @@ type queuedMember struct {
 // over MaxQueuedBytes, closes the member with the most waiting as a slow consumer: it
 // is the furthest behind, and resumes by id. It reports how many it closed.
 func (g *Registry) enforceBudget() int {
-	var total int64
-	var ms []queuedMember
-	g.eachRoom(func(r *room) {
-		r.mu.Lock()
-		for m := range r.members {
-			if m.reason.Load() != 0 {
-				continue
-			}
-			if q := m.queuedLocked(); q > 0 {
-				total += q
-				ms = append(ms, queuedMember{m, q})
-			}
-		}
-		r.mu.Unlock()
-	})
+	total := g.queuedTotal(nil)
 	closed := 0
 	if g.cfg.MaxQueuedBytes > 0 && total > g.cfg.MaxQueuedBytes {
+		// Over budget (rare): a second pass collects who holds what.
+		var ms []queuedMember
+		total = g.queuedTotal(func(m *Member, q int64) { ms = append(ms, queuedMember{m, q}) })
 		slices.SortFunc(ms, func(a, b queuedMember) int { return cmp.Compare(b.bytes, a.bytes) })
 		for _, q := range ms {
 			if total <= g.cfg.MaxQueuedBytes {
@@ -66,6 +55,28 @@ func (g *Registry) enforceBudget() int {
 	}
 	g.queuedBytes.Store(total)
 	return closed
+}
+
+// queuedTotal sums the bytes queued to open members, calling each (when not nil) for
+// every member that has some.
+func (g *Registry) queuedTotal(each func(*Member, int64)) int64 {
+	var total int64
+	g.eachRoom(func(r *room) {
+		r.mu.Lock()
+		for m := range r.members {
+			if m.reason.Load() != 0 {
+				continue
+			}
+			if q := m.queuedLocked(); q > 0 {
+				total += q
+				if each != nil {
+					each(m, q)
+				}
+			}
+		}
+		r.mu.Unlock()
+	})
+	return total
 }
 
 // eachRoom calls fn for every room, outside the shard locks.

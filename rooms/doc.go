@@ -19,11 +19,16 @@
 // # Must not
 //
 // Block on any one member: a member whose queue is full is closed with
-// ReasonSlowConsumer and resumes by id. rooms knows nothing about HTTP; the caller
-// supplies the frame encoder.
+// ReasonSlowConsumer and resumes by id. With Config.MaxQueuedBytes, a scan every
+// BudgetInterval also closes the members with the most bytes queued first, as slow
+// consumers, while the pod's total is over it: no shared counter on the fan-out path.
+// rooms knows nothing about HTTP; the caller supplies the frame encoder.
 //
 // # Concurrency
 //
 // Lock order: shard mutex, then room mutex. Neither is held across bus or log I/O;
-// fan-out happens under the room mutex with non-blocking sends only.
+// fan-out happens under the room mutex with non-blocking sends only. A member's
+// queued-bytes count is written by the fan-out under the room mutex and given back
+// by its reader with one atomic add per batch; the budget scan reads both under the
+// room mutex.
 package rooms
