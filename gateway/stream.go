@@ -22,6 +22,20 @@ const (
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
+// maxPooledBuf is the largest batch buffer kept for reuse, in bytes. A batch stops
+// growing at batchBytes, but its last frame may take it further; a buffer grown past
+// this bound is left to the garbage collector, so the pool never keeps the largest
+// batch ever written for every stream to borrow.
+const maxPooledBuf = 4 * batchBytes
+
+// putBuf returns a batch buffer to bufPool unless it grew past maxPooledBuf.
+func putBuf(bp *[]byte) {
+	if cap(*bp) > maxPooledBuf {
+		return
+	}
+	bufPool.Put(bp)
+}
+
 // streamWriter writes frames to one stream with a deadline per write.
 type streamWriter struct {
 	w       http.ResponseWriter
@@ -148,7 +162,7 @@ func (s *Server) openStream(w http.ResponseWriter) *streamWriter {
 // reached. When from cannot be continued it writes a resync at the head instead.
 func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from replay.Position) (replay.Position, error) {
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	after := from
 	for {
 		evs, head, err := s.log.Since(ctx, room, after, s.cfg.ReplayBatch)
@@ -231,7 +245,7 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 				err = sw.write(buf)
 			}
 			*bp = buf[:0]
-			bufPool.Put(bp)
+			putBuf(bp)
 			if err != nil {
 				return rooms.ReasonWriteFailed
 			}
