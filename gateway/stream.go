@@ -159,38 +159,51 @@ func (s *Server) openStream(w http.ResponseWriter) *streamWriter {
 }
 
 // replay writes the history after from and returns the position the stream has
-// reached. When from cannot be continued it writes a resync at the head instead.
+// reached. When from cannot be continued it writes a resync (replay.ReadOn decides
+// where to) and goes on with whatever history follows the resync point.
 func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from replay.Position) (replay.Position, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
 	after := from
 	for {
-		evs, head, err := s.log.Since(ctx, room, after, s.cfg.ReplayBatch)
-		if errors.Is(err, replay.ErrGap) {
-			s.m.resyncsSent.Inc()
-			return head, sw.write(ResyncFrame(room, head))
-		}
+		rd, err := replay.ReadOn(ctx, s.log, room, after, s.cfg.ReplayBatch)
 		if err != nil {
 			return after, err
 		}
 		buf := (*bp)[:0]
-		for _, ev := range evs {
+		if rd.Resync {
+			s.m.resyncsSent.Inc()
+			buf = append(buf, resyncFrame(room, rd.From, rd.Fork)...)
+			after = rd.From
+		}
+		n := 0
+		for _, ev := range rd.Events {
 			buf = append(buf, EventFrame(ev)...)
 			after = ev.Position()
+			n++
+			if len(buf) >= batchBytes {
+				if err := sw.write(buf); err != nil {
+					*bp = buf[:0]
+					return after, err
+				}
+				s.countDelivered(n)
+				buf, n = buf[:0], 0
+			}
 		}
 		if len(buf) > 0 {
 			if err := sw.write(buf); err != nil {
+				*bp = buf[:0]
 				return after, err
 			}
-			s.countDelivered(len(evs))
+			s.countDelivered(n)
 		}
 		*bp = buf[:0]
 		if after.Epoch == "" {
 			// A bare seq in the current epoch: pin it, so that live events are
 			// deduplicated against it.
-			after.Epoch = head.Epoch
+			after.Epoch = rd.Head.Epoch
 		}
-		if len(evs) < s.cfg.ReplayBatch {
+		if len(rd.Events) < s.cfg.ReplayBatch {
 			return after, nil
 		}
 	}
@@ -256,13 +269,19 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 
 // appendItem appends it's frame unless the stream already sent that position. A live
 // event from an epoch other than the one the stream is in is preceded by a resync, so
-// two histories are never mixed silently.
+// two histories are never mixed silently. A resync at or behind what the stream sent
+// in its epoch is dropped (the stream read past it from the log), unless it reports
+// a fork, which always goes through.
 func (s *Server) appendItem(buf []byte, n int, it *rooms.Item, room string, sent *replay.Position) ([]byte, int) {
 	switch {
-	case it.Resync:
+	case it.Fork:
 		s.m.resyncsSent.Inc()
+		*sent = it.Pos
+		return append(buf, ForkFrame(room, it.Pos)...), n
 	case it.Pos.Epoch == sent.Epoch && it.Pos.Seq <= sent.Seq:
 		return buf, n
+	case it.Resync:
+		s.m.resyncsSent.Inc()
 	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
 		s.m.resyncsSent.Inc()
 		buf = append(buf, ResyncFrame(room, replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1})...)

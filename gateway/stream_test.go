@@ -185,11 +185,12 @@ func TestResync(t *testing.T) {
 	epoch, _, _ := strings.Cut(last, ":")
 	cases := []struct {
 		name, from string
+		fork       bool // the resync goes back in the reader's epoch
 	}{
-		{"trimmed", epoch + ":3"},
-		{"other epoch", "zzzzzzzz:19"},
-		{"ahead of head", epoch + ":99"},
-		{"bare ahead", "99"},
+		{"trimmed", epoch + ":3", false},
+		{"other epoch", "zzzzzzzz:19", false},
+		{"ahead of head", epoch + ":99", true},
+		{"bare ahead", "99", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,7 +200,8 @@ func TestResync(t *testing.T) {
 			if err := json.Unmarshal([]byte(f.data), &data); err != nil {
 				t.Fatal(err)
 			}
-			if f.event != "resync" || f.id != last || data["room"] != "r" || data["epoch"] != epoch || data["seq"] != float64(seqOf(last)) || len(data) != 3 {
+			if f.event != "resync" || f.id != last || data["room"] != "r" || data["epoch"] != epoch || data["seq"] != float64(seqOf(last)) ||
+				tc.fork != (data["fork"] == true) || len(data) != map[bool]int{false: 3, true: 4}[tc.fork] {
 				t.Fatalf("got %+v, want a resync at %s", f, last)
 			}
 			id := p.publish(t, "r", `2`)

@@ -18,6 +18,10 @@ type Item struct {
 	// Resync marks a notice that the history between the member's last event and Pos
 	// is lost.
 	Resync bool
+	// Fork marks a resync because the log holds another event at a position members
+	// were already given: the history forked, and a reader must take the resync even
+	// when it is at or behind what it has delivered.
+	Fork bool
 
 	ts int64 // the event's publish time
 }
@@ -30,6 +34,8 @@ type Member struct {
 	maxBytes int64
 	small    int // frames up to this size are not charged (QueueBytes / Queue)
 
+	start replay.Position // the room's delivered position when the member was added
+
 	done   chan struct{}
 	once   sync.Once
 	reason atomic.Int32
@@ -38,6 +44,10 @@ type Member struct {
 
 // Room is the room's name.
 func (m *Member) Room() string { return m.room.name }
+
+// Start is the room's position when the member joined: every event after it
+// reaches the member, through its queue, in order (a resync may stand for some).
+func (m *Member) Start() replay.Position { return m.start }
 
 // Queue delivers the member's items in order. After taking items the reader must
 // give their budget back with Release or ReleaseBytes.

@@ -47,6 +47,9 @@ export interface Resync {
   seq: number;
   /** The position before the resync, or null when there was none. */
   previous: string | null;
+  /** Present and true when the history forked: the events seen after seq were
+   * replaced, so the position moved back. */
+  fork?: true;
 }
 
 /** Events missing between two delivered ones, from..to inclusive. */
@@ -171,5 +174,5 @@ export declare class Cursor {
   position(room: string): Position | null;
   readonly lastEventId: string;
   accept(event: { room: string; epoch: string; seq: number }): Verdict;
-  resync(resync: { room: string; epoch: string; seq: number }): boolean;
+  resync(resync: { room: string; epoch: string; seq: number; fork?: boolean }): boolean;
 }

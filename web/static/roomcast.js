@@ -152,15 +152,17 @@ export class Cursor {
   }
 
   /**
-   * Applies a resync: the room continues after {epoch, seq}. Returns false
-   * when the cursor is already exactly there (a repeated resync, for example
-   * after a reconnect that resent an id of the lost history), true otherwise.
+   * Applies a resync: the room continues after {epoch, seq}. Returns false,
+   * and stays where it is, when the resync is in the cursor's epoch at or
+   * behind its position (a repeated resync, or one the stream has already
+   * read past), true otherwise. A fork (`fork: true`: the history the cursor
+   * saw was replaced) always moves it, back if need be.
    *
-   * @param {{room: string, epoch: string, seq: number}} r
+   * @param {{room: string, epoch: string, seq: number, fork?: boolean}} r
    */
   resync(r) {
     const pos = this.#rooms.get(r.room);
-    if (pos && pos.epoch === r.epoch && pos.seq === r.seq) return false;
+    if (pos && r.fork !== true && pos.epoch === r.epoch && r.seq <= pos.seq) return false;
     this.#move(r.room, { epoch: r.epoch, seq: r.seq });
     return true;
   }
@@ -342,6 +344,7 @@ export class Subscription {
     this.#report('onResync', {
       room: data.room, epoch: data.epoch, seq: data.seq,
       previous: before ? formatEventId(before) : null,
+      ...(data.fork === true ? { fork: true } : {}),
     });
   }
 

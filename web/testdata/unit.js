@@ -200,6 +200,36 @@ test('cursor: resync moves the position; a repeated one is a no-op', () => {
   eq(c.accept(ev(5, 'new')).gap, null, 'live continues after it');
 });
 
+test('cursor: a resync behind the position in its epoch is ignored, unless a fork', () => {
+  const c = new Cursor();
+  for (let seq = 11; seq <= 13; seq++) c.accept(ev(seq, 'e'));
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 11 }), false, 'resync behind');
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 13 }), false, 'resync at the position');
+  eq(c.position('r'), { epoch: 'e', seq: 13 }, 'position kept');
+  eq(c.lastEventId, 'e:13', 'lastEventId kept');
+  eq(c.accept(ev(12, 'e')).duplicate, true, 'a repeated event stays a duplicate');
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 12, fork: true }), true, 'fork behind');
+  eq(c.position('r'), { epoch: 'e', seq: 12 }, 'a fork moves back');
+  eq(c.accept(ev(13, 'e')).duplicate, false, 'the forked history\'s 13 is new');
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 20 }), true, 'resync ahead');
+  eq(c.resync({ room: 'r', epoch: 'f', seq: 1 }), true, 'resync to another epoch');
+});
+
+test('subscribe: a resync behind what was delivered is not passed on', () => {
+  const rec = recorder();
+  const es = rec.last();
+  es.open();
+  for (let seq = 11; seq <= 13; seq++) es.send(ev(seq));
+  es.send({ room: 'r', epoch: 'e1', seq: 11 }, 'resync');
+  es.send(ev(12));
+  es.send(ev(13));
+  es.send(ev(14));
+  eq(rec.resyncs, [], 'no resync');
+  eq(rec.events.map((e) => e.seq), [11, 12, 13, 14], 'each event once');
+  eq(rec.sub.lastEventId, 'e1:14', 'lastEventId');
+  rec.sub.close();
+});
+
 test('cursor: rooms are independent', () => {
   const c = new Cursor();
   c.accept(ev(3, 'e', 'a'));
