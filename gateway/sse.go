@@ -127,4 +127,11 @@ func retryFrame(dst []byte, ms int64) []byte {
 	return append(dst, '\n', '\n')
 }
 
+// anchorFrame appends an id-only block: it sets the client's last event id to pos
+// without dispatching an event. A position without epoch (a room with no history)
+// is "<seq>", which resumes in whatever epoch is current.
+func anchorFrame(dst []byte, pos replay.Position) []byte {
+	return append(appendField(dst, "id: ", pos.String()), '\n')
+}
+
 var heartbeatFrame = []byte(": hb\n\n")

@@ -126,7 +126,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		s.end(sw, m, rooms.ReasonShed)
 		return
 	}
-	if err := sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))); err != nil {
+	open := retryFrame(make([]byte, 0, 64), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
+	var sent replay.Position
+	if !resumed {
+		// Anchor the stream at the position the member joined at: every later event
+		// reaches it, so a reconnect before the first event resumes from there.
+		sent = m.Start()
+		open = anchorFrame(open, sent)
+	}
+	if err := sw.write(open); err != nil {
 		s.end(sw, m, reasonFor(ctx, err))
 		return
 	}
@@ -139,7 +147,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		s.m.streamsOpened.WithLabelValues("false").Inc()
 	}
 
-	var sent replay.Position
 	if resumed {
 		if sent, err = s.replay(ctx, sw, room, from); err != nil {
 			s.end(sw, m, reasonFor(ctx, err))

@@ -124,7 +124,7 @@ func TestEventFrames(t *testing.T) {
 func TestHeartbeat(t *testing.T) {
 	p := newPod(t, podConfig{gw: gateway.Config{Heartbeat: 30 * time.Millisecond}})
 	s := p.subscribe(t, "hb", "")
-	s.nextAny()
+	expectAnchor(t, s)
 	for i := 0; i < 3; i++ {
 		if f, _ := s.nextAny(); f.comment != "hb" {
 			t.Fatalf("frame %+v, want the heartbeat comment", f)
@@ -313,7 +313,7 @@ func TestShedEndsWithRetryAndResumesCleanly(t *testing.T) {
 func TestDrainingAnswers200AndEnds(t *testing.T) {
 	p := newPod(t, podConfig{gw: gateway.Config{RetryMin: time.Second, RetryMax: 2 * time.Second}})
 	open := p.subscribe(t, "r", "")
-	open.nextAny()
+	expectAnchor(t, open)
 	p.drain.Start()
 	if res := do(t, http.MethodGet, p.public.URL+"/readyz", ""); res.status != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while draining: %d", res.status)
