@@ -50,6 +50,11 @@ export interface Resync {
   /** Present and true when the history forked: the events seen after seq were
    * replaced, so the position moved back. */
   fork?: true;
+  /** Present and true when a source had to be recreated before any event told
+   * the subscription where it was: events published meanwhile may be missing.
+   * epoch is '' and seq 0 (unknown); refetch the snapshot. Reported once the
+   * new source is open, so a snapshot fetched then misses nothing. */
+  unanchored?: true;
 }
 
 /** Events missing between two delivered ones, from..to inclusive. */

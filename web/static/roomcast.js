@@ -189,6 +189,8 @@ export class Subscription {
   #healthyTimer = 0;
   #url = '';
   #started = false;
+  #opened = false; // a source of this subscription has opened
+  #unanchored = false; // the current source was recreated without a position after one had opened
   #stats = { opens: 0, recreates: 0, events: 0, duplicates: 0, gaps: 0, resyncs: 0 };
 
   /**
@@ -249,6 +251,12 @@ export class Subscription {
     if (last) url.searchParams.set('lastEventId', last);
     this.#url = url.href;
     if (this.#started) this.#stats.recreates++;
+    // A recreated source without a position starts wherever the room is when it
+    // opens: whatever was published since an earlier source opened is not
+    // replayed (the gateway anchored that source with an id, but an EventSource
+    // does not expose it). Say so once the new source is open, so that a snapshot
+    // fetched then misses nothing.
+    this.#unanchored = this.#opened && !last;
     this.#started = true;
 
     const es = new this.#EventSource(this.#url, {
@@ -268,12 +276,18 @@ export class Subscription {
   #onOpen(es) {
     if (es !== this.#source) return;
     this.#stats.opens++;
+    this.#opened = true;
     clearTimeout(this.#healthyTimer);
     const healthyAfter = this.#opts.healthyAfter ?? DEFAULTS.healthyAfter;
     this.#healthyTimer = setTimeout(() => {
       this.#attempt = 0;
     }, healthyAfter);
     this.#setState(State.OPEN, { url: this.#url });
+    if (this.#unanchored) {
+      this.#unanchored = false;
+      this.#stats.resyncs++;
+      this.#report('onResync', { room: roomOf(this.#base), epoch: '', seq: 0, previous: null, unanchored: true });
+    }
   }
 
   #onError(es) {
@@ -397,6 +411,17 @@ function streamURL(target, baseUrl) {
     return new URL(`rooms/${encodeURIComponent(target)}/events`, base);
   }
   return new URL(target, globalThis.location?.href ?? import.meta.url);
+}
+
+// roomOf returns the room of a stream URL, or '' when it names none.
+function roomOf(url) {
+  const m = /\/rooms\/([^/]+)\/events$/.exec(url.pathname);
+  if (!m) return '';
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return '';
+  }
 }
 
 // decode parses event data and checks it has the fields an envelope needs.

@@ -363,6 +363,37 @@ test('subscribe: a CLOSED source is recreated with lastEventId', async () => {
   rec.sub.close();
 });
 
+test('subscribe: a source recreated without a position reports an unanchored resync once open', async () => {
+  const rec = recorder({ random: () => 0 });
+  const first = rec.last();
+  first.open(); // the server anchored it, but no event told the module where
+  first.fail();
+  await tick(5);
+  const second = rec.last();
+  eq(second.url, 'http://gw.test/rooms/r/events', 'no position to resume from');
+  eq(rec.resyncs, [], 'nothing reported before the new source is open');
+  second.open();
+  eq(rec.resyncs, [{ room: 'r', epoch: '', seq: 0, previous: null, unanchored: true }], 'unanchored resync');
+  eq(rec.sub.stats.resyncs, 1, 'resync count');
+  second.send(ev(5));
+  second.drop();
+  second.open(); // the browser's own reconnect keeps its position: nothing to report
+  eq(rec.resyncs.length, 1, 'one report');
+  eq(rec.events.map((e) => e.seq), [5], 'events');
+  rec.sub.close();
+});
+
+test('subscribe: a source recreated with a position, or before any opened, reports nothing', async () => {
+  for (const lastEventId of ['e1:4', undefined]) {
+    const rec = recorder({ random: () => 0, lastEventId });
+    rec.last().fail();
+    await tick(5);
+    rec.last().open();
+    eq(rec.resyncs, [], `no resync (start ${lastEventId})`);
+    rec.sub.close();
+  }
+});
+
 test('subscribe: backoff grows while failing and resets once healthy', async () => {
   const rec = recorder({ random: () => 0.999999, backoff: { base: 8, cap: 40 }, healthyAfter: 30 });
   const delays = () => rec.states.filter((s) => s.reason === 'closed').map((s) => s.delay);
