@@ -66,3 +66,42 @@ func TestNativeEventSourceKeepsTheAnchor(t *testing.T) {
 		})
 	}
 }
+
+// TestModuleAfterAnAnchorOnlyOpen: roomcast.js's source got only the anchor, then the
+// stream ended and the browser's retry was refused, so the source went CLOSED. The
+// module cannot read the anchor from an EventSource: its recreated source has no
+// position, and once it is open the module reports an unanchored resync, so the
+// application refetches its snapshot instead of silently missing what was published
+// while it was away. Everything after that arrives once.
+func TestModuleAfterAnAnchorOnlyOpen(t *testing.T) {
+	gw := startGateway(t)
+	px := newFrontProxy(t, gw)
+	ctx, _ := newTab(t)
+	const room = "anchor-module"
+	gw.publishN(room, 2)
+	do(t, ctx, chromedp.Navigate(px.url("/__harness")))
+	installHarness(t, ctx, room, "")
+	waitFor(t, ctx, "the subscription to open", `rc.sub.state === 'open'`, harnessDiag, 10*time.Second)
+
+	px.refuse(1) // the browser's own retry: the source goes CLOSED
+	gw.shed(100)
+	waitFor(t, ctx, "the stream to end", `ended() === 1`, harnessDiag, 5*time.Second)
+	away := gw.publishN(room, 2)
+	waitFor(t, ctx, "the recreated source to open and report", `rc.sub.state === 'open' && rc.resyncs.length === 1`,
+		harnessDiag, 15*time.Second)
+	live := gw.publishN(room, 2)
+	waitFor(t, ctx, "the live events", `rc.events.length === 2`, harnessDiag, 10*time.Second)
+
+	s := harness(t, ctx)
+	if r := s.Resyncs[0]; r.Room != room || r.Epoch != "" || r.Seq != 0 || r.Previous != nil ||
+		!eval[bool](t, ctx, `rc.resyncs[0].unanchored === true`) {
+		t.Errorf("resync %+v, want an unanchored one for %s", r, room)
+	}
+	if want := []string{live[0].ID, live[1].ID}; !slices.Equal(s.Events, want) {
+		t.Errorf("delivered %v, want %v (published while away: %s, %s, covered by the resync)",
+			s.Events, want, away[0].ID, away[1].ID)
+	}
+	if s.Stats.Recreates != 1 || s.Stats.Duplicates != 0 || len(s.Gaps) != 0 || len(s.Errors) != 0 {
+		t.Errorf("after the recreate: %+v", s)
+	}
+}
