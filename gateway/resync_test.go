@@ -19,6 +19,7 @@ type steeredLog struct {
 	rings   map[string]func(replay.Event)
 	swallow bool
 	gate    chan struct{} // the next Since waits on it after reading
+	before  bool          // the gate holds the next Since before it reads instead
 	entered chan struct{}
 }
 
@@ -69,13 +70,26 @@ func (l *steeredLog) holdNextSince() chan struct{} {
 	return release
 }
 
-func (l *steeredLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
-	evs, head, err := l.MemoryLog.Since(ctx, room, after, limit)
+// holdNextSinceBeforeRead is holdNextSince with the wait before the read.
+func (l *steeredLog) holdNextSinceBeforeRead() chan struct{} {
+	release := l.holdNextSince()
 	l.mu.Lock()
-	gate := l.gate
-	l.gate = nil
+	l.before = true
 	l.mu.Unlock()
-	if gate != nil {
+	return release
+}
+
+func (l *steeredLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
+	l.mu.Lock()
+	gate, before := l.gate, l.before
+	l.gate, l.before = nil, false
+	l.mu.Unlock()
+	if gate != nil && before {
+		l.entered <- struct{}{}
+		<-gate
+	}
+	evs, head, err := l.MemoryLog.Since(ctx, room, after, limit)
+	if gate != nil && !before {
 		l.entered <- struct{}{}
 		<-gate
 	}
@@ -117,16 +131,14 @@ func TestResumeDuringRepairNeverGoesBack(t *testing.T) {
 		}
 	}
 	close(release) // the repair resyncs at the head it reads next, 13
+	// The first member lost 4 and 5 for good: a resync at the head, then live.
+	head, _ := replay.ParsePosition(ids[12])
+	expectResyncAt(t, a, room, head)
 	marker := p.publish(t, room, `1`)
 	if f := b.next(); f.id != marker {
 		t.Fatalf("resumed member after 13: %+v, want %s: the stream repeated itself or went back", f, marker)
 	}
-	// The first member lost 4 and 5 for good: a resync at the head, then live.
-	head, _ := replay.ParsePosition(ids[12])
-	expectResyncAt(t, a, room, head)
-	if f := a.next(); f.id != marker {
-		t.Fatalf("first member after the resync: %+v, want %s", f, marker)
-	}
+	expectIDs(t, a, marker)
 }
 
 // TestForkResyncAlwaysGoesThrough: members saw seq 4 and 5 from the doorbell, but
@@ -166,4 +178,39 @@ func TestForkResyncAlwaysGoesThrough(t *testing.T) {
 	if f := s.next(); f.id != next {
 		t.Fatalf("after the fork: %+v, want %s", f, next)
 	}
+}
+
+// TestResumeDuringRepairIsNotResyncedPastItsHistory: a client resumes while its room
+// waits to repair a gap the log cannot fill. The client's own replay reads on from
+// its resume point; events published after that read come to the room as part of
+// the repair, whose resync (for members that lost history) is ahead of the client.
+// The client lost nothing: it must get those events from the log, not the resync.
+func TestResumeDuringRepairIsNotResyncedPastItsHistory(t *testing.T) {
+	log := newSteeredLog(t, replay.MemoryConfig{History: 5})
+	p := newPodOn(t, log, podConfig{})
+	const room = "r"
+	a := p.subscribe(t, room, "")
+	var ids []string
+	for range 3 {
+		ids = append(ids, p.publish(t, room, `1`))
+	}
+	expectIDs(t, a, ids...)
+	log.setSwallow(true) // 4..10 ring nobody; 4 and 5 are trimmed
+	for range 7 {
+		ids = append(ids, p.publish(t, room, `1`))
+	}
+	log.setSwallow(false)
+	release := log.holdNextSinceBeforeRead()
+	ids = append(ids, p.publish(t, room, `1`)) // ring 11 starts the repair, held before it reads
+	<-log.entered
+
+	b := p.subscribe(t, room, "", "Last-Event-ID", ids[8]) // resumes after 9
+	expectIDs(t, b, ids[9:11]...)
+	ids = append(ids, p.publish(t, room, `1`), p.publish(t, room, `1`)) // 12, 13 ring during the repair
+	close(release)                                                      // the repair reads now: a gap from 3, a resync at 13
+	head, _ := replay.ParsePosition(ids[12])
+	expectResyncAt(t, a, room, head)
+	marker := p.publish(t, room, `1`)
+	expectIDs(t, a, marker)
+	expectIDs(t, b, append(ids[11:13], marker)...)
 }

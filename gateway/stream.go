@@ -246,7 +246,13 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			// so an idle stream holds none.
 			bp := bufPool.Get().(*[]byte)
 			buf, n, taken := (*bp)[:0], 0, 0
+			reread := false
 			for {
+				if readable(it, sent) {
+					reread = true
+					taken += m.Charge(it)
+					break
+				}
 				buf, n = s.appendItem(buf, n, it, room, &sent)
 				taken += m.Charge(it)
 				if len(buf) >= batchBytes || n >= batchItems {
@@ -270,8 +276,24 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 				return rooms.ReasonWriteFailed
 			}
 			s.countDelivered(n)
+			if reread {
+				// The room resynced past history this stream can still read: read
+				// it on from the log instead; the queue's copies are then skipped.
+				if sent, err = s.replay(ctx, sw, room, sent); err != nil {
+					return reasonFor(ctx, err)
+				}
+			}
 		}
 	}
+}
+
+// readable reports whether it is a resync of the room that the stream need not take:
+// the room's lost history begins before what the stream has sent (it read further
+// from the log on resume), and the resync is ahead of it, so the log may still hold
+// what lies between.
+func readable(it *rooms.Item, sent replay.Position) bool {
+	return it.Resync && !it.Fork && it.After.Epoch == sent.Epoch && sent.Seq > it.After.Seq &&
+		it.Pos.Epoch == sent.Epoch && it.Pos.Seq > sent.Seq
 }
 
 // appendItem appends it's frame unless the stream already sent that position. A live

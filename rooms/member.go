@@ -22,6 +22,10 @@ type Item struct {
 	// were already given: the history forked, and a reader must take the resync even
 	// when it is at or behind what it has delivered.
 	Fork bool
+	// After is, for a resync, the room's delivered position the lost history comes
+	// after. A reader that got further on its own (from the log, on resume) may still
+	// read what follows.
+	After replay.Position
 
 	ts int64 // the event's publish time
 }

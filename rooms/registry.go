@@ -444,7 +444,7 @@ func (g *Registry) repair(r *room) {
 			if rd.Resync { // the log cannot fill the hole
 				r.pos, r.posTS = rd.From, 0
 				g.resyncs.Add(1)
-				g.fanoutLocked(r, &Item{Pos: rd.From, Frame: g.cfg.ResyncFrame(r.name, rd.From), Resync: true, Fork: rd.Fork})
+				g.fanoutLocked(r, &Item{Pos: rd.From, Frame: g.cfg.ResyncFrame(r.name, rd.From), Resync: true, Fork: rd.Fork, After: from})
 			}
 			for _, it := range items {
 				r.pos, r.posTS = it.Pos, it.ts
