@@ -242,7 +242,8 @@ func (s *stream) read() {
 	}
 }
 
-// next returns the next frame that is not a comment or a bare retry hint.
+// next returns the next frame that is not a comment, a bare retry hint or an anchor
+// (an id alone).
 func (s *stream) next() frame {
 	s.t.Helper()
 	for {
@@ -250,7 +251,7 @@ func (s *stream) next() frame {
 		if !ok {
 			s.t.Fatal("stream ended while an event was expected")
 		}
-		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) {
+		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) && !(f.hasID && f.data == "" && f.event == "") {
 			return f
 		}
 	}

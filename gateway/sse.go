@@ -95,13 +95,27 @@ func hasLineBreak(b []byte) bool {
 // head is lost: event "resync" with data {"room","epoch","seq"}, and head as its id so
 // that a reconnect resumes from there.
 func ResyncFrame(room string, head replay.Position) []byte {
-	data := make([]byte, 0, 64+len(room))
+	return resyncFrame(room, head, false)
+}
+
+// ForkFrame encodes the resync of a forked history: the log holds another event at a
+// position the reader was already given, so the reader must go back to head even
+// when head is behind what it has seen. Its data adds "fork":true to a resync's.
+func ForkFrame(room string, head replay.Position) []byte {
+	return resyncFrame(room, head, true)
+}
+
+func resyncFrame(room string, head replay.Position, fork bool) []byte {
+	data := make([]byte, 0, 80+len(room))
 	data = append(data, `{"room":"`...)
 	data = append(data, room...)
 	data = append(data, `","epoch":"`...)
 	data = append(data, head.Epoch...)
 	data = append(data, `","seq":`...)
 	data = strconv.AppendUint(data, head.Seq, 10)
+	if fork {
+		data = append(data, `,"fork":true`...)
+	}
 	data = append(data, '}')
 	return AppendFrame(make([]byte, 0, len(data)+64), head.String(), "resync", data)
 }
@@ -111,6 +125,13 @@ func retryFrame(dst []byte, ms int64) []byte {
 	dst = append(dst, "retry: "...)
 	dst = strconv.AppendInt(dst, ms, 10)
 	return append(dst, '\n', '\n')
+}
+
+// anchorFrame appends an id-only block: it sets the client's last event id to pos
+// without dispatching an event. A position without epoch (a room with no history)
+// is "<seq>", which resumes in whatever epoch is current.
+func anchorFrame(dst []byte, pos replay.Position) []byte {
+	return append(appendField(dst, "id: ", pos.String()), '\n')
 }
 
 var heartbeatFrame = []byte(": hb\n\n")

@@ -22,6 +22,20 @@ const (
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
+// maxPooledBuf is the largest batch buffer kept for reuse, in bytes. A batch stops
+// growing at batchBytes, but its last frame may take it further; a buffer grown past
+// this bound is left to the garbage collector, so the pool never keeps the largest
+// batch ever written for every stream to borrow.
+const maxPooledBuf = 4 * batchBytes
+
+// putBuf returns a batch buffer to bufPool unless it grew past maxPooledBuf.
+func putBuf(bp *[]byte) {
+	if cap(*bp) > maxPooledBuf {
+		return
+	}
+	bufPool.Put(bp)
+}
+
 // streamWriter writes frames to one stream with a deadline per write.
 type streamWriter struct {
 	w       http.ResponseWriter
@@ -112,7 +126,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		s.end(sw, m, rooms.ReasonShed)
 		return
 	}
-	if err := sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))); err != nil {
+	open := retryFrame(make([]byte, 0, 64), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
+	var sent replay.Position
+	if !resumed {
+		// Anchor the stream at the position the member joined at: every later event
+		// reaches it, so a reconnect before the first event resumes from there.
+		sent = m.Start()
+		open = anchorFrame(open, sent)
+	}
+	if err := sw.write(open); err != nil {
 		s.end(sw, m, reasonFor(ctx, err))
 		return
 	}
@@ -125,7 +147,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		s.m.streamsOpened.WithLabelValues("false").Inc()
 	}
 
-	var sent replay.Position
 	if resumed {
 		if sent, err = s.replay(ctx, sw, room, from); err != nil {
 			s.end(sw, m, reasonFor(ctx, err))
@@ -145,38 +166,51 @@ func (s *Server) openStream(w http.ResponseWriter) *streamWriter {
 }
 
 // replay writes the history after from and returns the position the stream has
-// reached. When from cannot be continued it writes a resync at the head instead.
+// reached. When from cannot be continued it writes a resync (replay.ReadOn decides
+// where to) and goes on with whatever history follows the resync point.
 func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from replay.Position) (replay.Position, error) {
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	after := from
 	for {
-		evs, head, err := s.log.Since(ctx, room, after, s.cfg.ReplayBatch)
-		if errors.Is(err, replay.ErrGap) {
-			s.m.resyncsSent.Inc()
-			return head, sw.write(ResyncFrame(room, head))
-		}
+		rd, err := replay.ReadOn(ctx, s.log, room, after, s.cfg.ReplayBatch)
 		if err != nil {
 			return after, err
 		}
 		buf := (*bp)[:0]
-		for _, ev := range evs {
+		if rd.Resync {
+			s.m.resyncsSent.Inc()
+			buf = append(buf, resyncFrame(room, rd.From, rd.Fork)...)
+			after = rd.From
+		}
+		n := 0
+		for _, ev := range rd.Events {
 			buf = append(buf, EventFrame(ev)...)
 			after = ev.Position()
+			n++
+			if len(buf) >= batchBytes {
+				if err := sw.write(buf); err != nil {
+					*bp = buf[:0]
+					return after, err
+				}
+				s.countDelivered(n)
+				buf, n = buf[:0], 0
+			}
 		}
 		if len(buf) > 0 {
 			if err := sw.write(buf); err != nil {
+				*bp = buf[:0]
 				return after, err
 			}
-			s.countDelivered(len(evs))
+			s.countDelivered(n)
 		}
 		*bp = buf[:0]
 		if after.Epoch == "" {
 			// A bare seq in the current epoch: pin it, so that live events are
 			// deduplicated against it.
-			after.Epoch = head.Epoch
+			after.Epoch = rd.Head.Epoch
 		}
-		if len(evs) < s.cfg.ReplayBatch {
+		if len(rd.Events) < s.cfg.ReplayBatch {
 			return after, nil
 		}
 	}
@@ -212,7 +246,13 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			// so an idle stream holds none.
 			bp := bufPool.Get().(*[]byte)
 			buf, n, taken := (*bp)[:0], 0, 0
+			reread := false
 			for {
+				if readable(it, sent) {
+					reread = true
+					taken += m.Charge(it)
+					break
+				}
 				buf, n = s.appendItem(buf, n, it, room, &sent)
 				taken += m.Charge(it)
 				if len(buf) >= batchBytes || n >= batchItems {
@@ -231,24 +271,46 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 				err = sw.write(buf)
 			}
 			*bp = buf[:0]
-			bufPool.Put(bp)
+			putBuf(bp)
 			if err != nil {
 				return rooms.ReasonWriteFailed
 			}
 			s.countDelivered(n)
+			if reread {
+				// The room resynced past history this stream can still read: read
+				// it on from the log instead; the queue's copies are then skipped.
+				if sent, err = s.replay(ctx, sw, room, sent); err != nil {
+					return reasonFor(ctx, err)
+				}
+			}
 		}
 	}
 }
 
+// readable reports whether it is a resync of the room that the stream need not take:
+// the room's lost history begins before what the stream has sent (it read further
+// from the log on resume), and the resync is ahead of it, so the log may still hold
+// what lies between.
+func readable(it *rooms.Item, sent replay.Position) bool {
+	return it.Resync && !it.Fork && it.After.Epoch == sent.Epoch && sent.Seq > it.After.Seq &&
+		it.Pos.Epoch == sent.Epoch && it.Pos.Seq > sent.Seq
+}
+
 // appendItem appends it's frame unless the stream already sent that position. A live
 // event from an epoch other than the one the stream is in is preceded by a resync, so
-// two histories are never mixed silently.
+// two histories are never mixed silently. A resync at or behind what the stream sent
+// in its epoch is dropped (the stream read past it from the log), unless it reports
+// a fork, which always goes through.
 func (s *Server) appendItem(buf []byte, n int, it *rooms.Item, room string, sent *replay.Position) ([]byte, int) {
 	switch {
-	case it.Resync:
+	case it.Fork:
 		s.m.resyncsSent.Inc()
+		*sent = it.Pos
+		return append(buf, ForkFrame(room, it.Pos)...), n
 	case it.Pos.Epoch == sent.Epoch && it.Pos.Seq <= sent.Seq:
 		return buf, n
+	case it.Resync:
+		s.m.resyncsSent.Inc()
 	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
 		s.m.resyncsSent.Inc()
 		buf = append(buf, ResyncFrame(room, replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1})...)

@@ -124,7 +124,7 @@ func TestEventFrames(t *testing.T) {
 func TestHeartbeat(t *testing.T) {
 	p := newPod(t, podConfig{gw: gateway.Config{Heartbeat: 30 * time.Millisecond}})
 	s := p.subscribe(t, "hb", "")
-	s.nextAny()
+	expectAnchor(t, s)
 	for i := 0; i < 3; i++ {
 		if f, _ := s.nextAny(); f.comment != "hb" {
 			t.Fatalf("frame %+v, want the heartbeat comment", f)
@@ -185,11 +185,12 @@ func TestResync(t *testing.T) {
 	epoch, _, _ := strings.Cut(last, ":")
 	cases := []struct {
 		name, from string
+		fork       bool // the resync goes back in the reader's epoch
 	}{
-		{"trimmed", epoch + ":3"},
-		{"other epoch", "zzzzzzzz:19"},
-		{"ahead of head", epoch + ":99"},
-		{"bare ahead", "99"},
+		{"trimmed", epoch + ":3", false},
+		{"other epoch", "zzzzzzzz:19", false},
+		{"ahead of head", epoch + ":99", true},
+		{"bare ahead", "99", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,7 +200,8 @@ func TestResync(t *testing.T) {
 			if err := json.Unmarshal([]byte(f.data), &data); err != nil {
 				t.Fatal(err)
 			}
-			if f.event != "resync" || f.id != last || data["room"] != "r" || data["epoch"] != epoch || data["seq"] != float64(seqOf(last)) || len(data) != 3 {
+			if f.event != "resync" || f.id != last || data["room"] != "r" || data["epoch"] != epoch || data["seq"] != float64(seqOf(last)) ||
+				tc.fork != (data["fork"] == true) || len(data) != map[bool]int{false: 3, true: 4}[tc.fork] {
 				t.Fatalf("got %+v, want a resync at %s", f, last)
 			}
 			id := p.publish(t, "r", `2`)
@@ -311,7 +313,7 @@ func TestShedEndsWithRetryAndResumesCleanly(t *testing.T) {
 func TestDrainingAnswers200AndEnds(t *testing.T) {
 	p := newPod(t, podConfig{gw: gateway.Config{RetryMin: time.Second, RetryMax: 2 * time.Second}})
 	open := p.subscribe(t, "r", "")
-	open.nextAny()
+	expectAnchor(t, open)
 	p.drain.Start()
 	if res := do(t, http.MethodGet, p.public.URL+"/readyz", ""); res.status != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while draining: %d", res.status)

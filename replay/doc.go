@@ -9,7 +9,9 @@
 // An epoch names one history of a room: it changes whenever that history is lost (an
 // in-memory restart, a room forgotten after --history-ttl, a lost Redis key), so a
 // position from an older history is never taken for a position in the new one. A bare
-// "<seq>" means "in the current epoch".
+// "<seq>" means "in the current epoch". A seq has at most 15 digits (MaxSeq); a
+// position beyond a room's head is a gap. ReadOn is the one rule for where a reader
+// that cannot continue resyncs to.
 //
 // # Implementations
 //

@@ -29,6 +29,11 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 	if !ValidRoom(room) || (after.Epoch != "" && !validEpoch(after.Epoch)) {
 		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, ErrInvalid)
 	}
+	if after.Seq >= MaxSeq {
+		// The function takes 15 digits at most, after.Seq+1 included: answer from
+		// the head, which no seq ever passes.
+		return l.sinceBeyond(ctx, room, after)
+	}
 	limit = min(max(limit, 0), maxSinceLimit)
 	key := room + "\x00" + after.String() + "\x00" + strconv.Itoa(limit)
 	cctx, cancel := l.callCtx(ctx)
@@ -51,6 +56,19 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 		return nil, res.head, fmt.Errorf("replay: since %q after %s: %w", room, after, ErrGap)
 	}
 	return res.events, res.head, nil
+}
+
+// sinceBeyond answers Since for a position at or past MaxSeq: nothing after it,
+// unless it is beyond the head (always, in practice), which is a gap.
+func (l *RedisLog) sinceBeyond(ctx context.Context, room string, after Position) ([]Event, Position, error) {
+	head, err := l.Head(ctx, room)
+	if err != nil {
+		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, err)
+	}
+	if after.Seq == head.Seq && (after.Epoch == "" || after.Epoch == head.Epoch) {
+		return nil, head, nil
+	}
+	return nil, head, fmt.Errorf("replay: since %q after %s: %w", room, after, ErrGap)
 }
 
 func (l *RedisLog) sinceCmd(room string, after Position, limit int) rueidis.Completed {

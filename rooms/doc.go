@@ -14,7 +14,11 @@
 // (a gap, a new epoch, the bus saying it may have missed events) starts a repair: one
 // goroutine per room reads the log from the last delivered position and delivers in
 // order; rings that arrive meanwhile only mark the room dirty, so the repair reads
-// again. When the log cannot fill the gap every member gets a resync item.
+// again. When the log cannot fill the gap every member gets a resync item, at the
+// point replay.ReadOn chooses (before the first event of a new epoch when that is
+// retained, else the head); a resync because the log lost or replaced events members
+// were given is marked Fork. A member starts at the position the room had delivered
+// when it was added (Member.Start): every later event reaches its queue.
 //
 // # Must not
 //

@@ -292,8 +292,10 @@ func TestEpochChangeResyncs(t *testing.T) {
 	if first.Epoch == old.Epoch || first.Seq != 1 {
 		t.Fatalf("after the history TTL the log appended %s, want seq 1 of a new epoch", first.ID())
 	}
+	// The resync is at the point before the new epoch's first event, which follows.
 	for _, m := range ms {
-		expectResync(t, m, first.Position())
+		expectResync(t, m, replay.Position{Epoch: first.Epoch})
+		expectEvents(t, m, first.Epoch, 1, 1)
 	}
 	publish(t, l, "lobby", 2)
 	for _, m := range ms {

@@ -18,6 +18,14 @@ type Item struct {
 	// Resync marks a notice that the history between the member's last event and Pos
 	// is lost.
 	Resync bool
+	// Fork marks a resync because the log holds another event at a position members
+	// were already given: the history forked, and a reader must take the resync even
+	// when it is at or behind what it has delivered.
+	Fork bool
+	// After is, for a resync, the room's delivered position the lost history comes
+	// after. A reader that got further on its own (from the log, on resume) may still
+	// read what follows.
+	After replay.Position
 
 	ts int64 // the event's publish time
 }
@@ -34,6 +42,8 @@ type Member struct {
 	maxBytes int64
 	enq      int64 // bytes ever queued; under room.mu
 
+	start replay.Position // the room's delivered position when the member was added
+
 	done   chan struct{}
 	once   sync.Once
 	reason atomic.Int32
@@ -46,6 +56,10 @@ type Member struct {
 
 // Room is the room's name.
 func (m *Member) Room() string { return m.room.name }
+
+// Start is the room's position when the member joined: every event after it
+// reaches the member, through its queue, in order (a resync may stand for some).
+func (m *Member) Start() replay.Position { return m.start }
 
 // Queue delivers the member's items in order. After taking items the reader must
 // give their budget back with Release or ReleaseBytes.

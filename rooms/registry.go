@@ -203,6 +203,7 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 		}
 		g.members.Add(1)
 		g.open.Add(1)
+		m.start = r.pos
 		r.members[m] = struct{}{}
 		r.mu.Unlock()
 		return m, nil
@@ -431,14 +432,9 @@ func (g *Registry) repair(r *room) {
 		r.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
-		evs, head, err := g.readAfter(ctx, r.name, from, fromTS)
+		rd, err := g.readAfter(ctx, r.name, from, fromTS)
 		cancel()
-		if errors.Is(err, errForked) {
-			g.forks.Add(1)
-			g.cfg.Logger.Warn("room history forked: the event members saw last is not in the log; resyncing",
-				"room", r.name, "seq", from.Seq)
-		}
-		if err != nil && !errors.Is(err, replay.ErrGap) {
+		if err != nil {
 			g.cfg.Logger.Warn("room repair read failed", "room", r.name, "err", err)
 			select {
 			case <-time.After(backoff/2 + rand.N(backoff/2+1)):
@@ -449,24 +445,29 @@ func (g *Registry) repair(r *room) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		items := make([]*Item, len(evs))
-		for i, ev := range evs {
+		if rd.Fork {
+			g.forks.Add(1)
+			g.cfg.Logger.Warn("room history forked: the log lost or replaced events members saw; resyncing",
+				"room", r.name, "seq", from.Seq)
+		}
+		items := make([]*Item, len(rd.Events))
+		for i, ev := range rd.Events {
 			items[i] = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev), ts: ev.TS}
 		}
 
 		r.mu.Lock()
 		if r.pos == from {
-			if err != nil { // ErrGap: the log cannot fill the hole.
-				r.pos, r.posTS = head, 0
+			if rd.Resync { // the log cannot fill the hole
+				r.pos, r.posTS = rd.From, 0
 				g.resyncs.Add(1)
-				g.fanoutLocked(r, &Item{Pos: head, Frame: g.cfg.ResyncFrame(r.name, head), Resync: true})
+				g.fanoutLocked(r, &Item{Pos: rd.From, Frame: g.cfg.ResyncFrame(r.name, rd.From), Resync: true, Fork: rd.Fork, After: from})
 			}
 			for _, it := range items {
 				r.pos, r.posTS = it.Pos, it.ts
 				g.fanoutLocked(r, it)
 			}
 		}
-		caughtUp := err != nil || len(evs) < g.cfg.RepairBatch
+		caughtUp := len(rd.Events) < g.cfg.RepairBatch
 		if caughtUp && !r.dirty {
 			r.syncing = false
 			r.mu.Unlock()
@@ -476,31 +477,29 @@ func (g *Registry) repair(r *room) {
 	}
 }
 
-// errForked: the log holds another event at the position members saw last.
-var errForked = fmt.Errorf("rooms: history forked: %w", replay.ErrGap)
-
-// readAfter reads the events after from. When it knows the publish time of the event
-// at from, it reads that event too and checks that it is the one members saw: a
-// primary that failed over before replicating an event may have given its seq to
-// another event, and a repair that trusted the seq alone would skip that one
-// silently. A mismatch is errForked, which resyncs the room like any other gap.
-func (g *Registry) readAfter(ctx context.Context, room string, from replay.Position, fromTS int64) ([]replay.Event, replay.Position, error) {
+// readAfter reads the events after from, resyncing by replay.ReadOn's rule when from
+// cannot be continued. When it knows the publish time of the event at from, it reads
+// that event too and checks that it is the one members saw: a primary that failed
+// over before replicating an event may have given its seq to another event, and a
+// repair that trusted the seq alone would skip that one silently. A mismatch is a
+// fork: a resync at the head, which readers take even when it is behind them.
+func (g *Registry) readAfter(ctx context.Context, room string, from replay.Position, fromTS int64) (replay.Read, error) {
 	if from.Seq == 0 || fromTS == 0 {
-		return g.log.Since(ctx, room, from, g.cfg.RepairBatch)
+		return replay.ReadOn(ctx, g.log, room, from, g.cfg.RepairBatch)
 	}
 	prev := replay.Position{Epoch: from.Epoch, Seq: from.Seq - 1}
 	evs, head, err := g.log.Since(ctx, room, prev, g.cfg.RepairBatch+1)
 	switch {
 	case errors.Is(err, replay.ErrGap):
 		// The event before from is trimmed (or the epoch is gone): read without
-		// the check; another epoch still reports its gap.
-		return g.log.Since(ctx, room, from, g.cfg.RepairBatch)
+		// the check.
+		return replay.ReadOn(ctx, g.log, room, from, g.cfg.RepairBatch)
 	case err != nil:
-		return nil, head, err
+		return replay.Read{}, err
 	case len(evs) == 0 || evs[0].Seq != from.Seq || evs[0].TS != fromTS:
-		return nil, head, errForked
+		return replay.Read{From: head, Head: head, Resync: true, Fork: true}, nil
 	}
-	return evs[1:], head, nil
+	return replay.Read{Events: evs[1:], From: from, Head: head}, nil
 }
 
 // fanoutLocked offers it to every open member without blocking. A member that cannot

@@ -47,6 +47,14 @@ export interface Resync {
   seq: number;
   /** The position before the resync, or null when there was none. */
   previous: string | null;
+  /** Present and true when the history forked: the events seen after seq were
+   * replaced, so the position moved back. */
+  fork?: true;
+  /** Present and true when a source had to be recreated before any event told
+   * the subscription where it was: events published meanwhile may be missing.
+   * epoch is '' and seq 0 (unknown); refetch the snapshot. Reported once the
+   * new source is open, so a snapshot fetched then misses nothing. */
+  unanchored?: true;
 }
 
 /** Events missing between two delivered ones, from..to inclusive. */
@@ -171,5 +179,5 @@ export declare class Cursor {
   position(room: string): Position | null;
   readonly lastEventId: string;
   accept(event: { room: string; epoch: string; seq: number }): Verdict;
-  resync(resync: { room: string; epoch: string; seq: number }): boolean;
+  resync(resync: { room: string; epoch: string; seq: number; fork?: boolean }): boolean;
 }

@@ -152,15 +152,17 @@ export class Cursor {
   }
 
   /**
-   * Applies a resync: the room continues after {epoch, seq}. Returns false
-   * when the cursor is already exactly there (a repeated resync, for example
-   * after a reconnect that resent an id of the lost history), true otherwise.
+   * Applies a resync: the room continues after {epoch, seq}. Returns false,
+   * and stays where it is, when the resync is in the cursor's epoch at or
+   * behind its position (a repeated resync, or one the stream has already
+   * read past), true otherwise. A fork (`fork: true`: the history the cursor
+   * saw was replaced) always moves it, back if need be.
    *
-   * @param {{room: string, epoch: string, seq: number}} r
+   * @param {{room: string, epoch: string, seq: number, fork?: boolean}} r
    */
   resync(r) {
     const pos = this.#rooms.get(r.room);
-    if (pos && pos.epoch === r.epoch && pos.seq === r.seq) return false;
+    if (pos && r.fork !== true && pos.epoch === r.epoch && r.seq <= pos.seq) return false;
     this.#move(r.room, { epoch: r.epoch, seq: r.seq });
     return true;
   }
@@ -187,6 +189,8 @@ export class Subscription {
   #healthyTimer = 0;
   #url = '';
   #started = false;
+  #opened = false; // a source of this subscription has opened
+  #unanchored = false; // the current source was recreated without a position after one had opened
   #stats = { opens: 0, recreates: 0, events: 0, duplicates: 0, gaps: 0, resyncs: 0 };
 
   /**
@@ -247,6 +251,12 @@ export class Subscription {
     if (last) url.searchParams.set('lastEventId', last);
     this.#url = url.href;
     if (this.#started) this.#stats.recreates++;
+    // A recreated source without a position starts wherever the room is when it
+    // opens: whatever was published since an earlier source opened is not
+    // replayed (the gateway anchored that source with an id, but an EventSource
+    // does not expose it). Say so once the new source is open, so that a snapshot
+    // fetched then misses nothing.
+    this.#unanchored = this.#opened && !last;
     this.#started = true;
 
     const es = new this.#EventSource(this.#url, {
@@ -266,12 +276,18 @@ export class Subscription {
   #onOpen(es) {
     if (es !== this.#source) return;
     this.#stats.opens++;
+    this.#opened = true;
     clearTimeout(this.#healthyTimer);
     const healthyAfter = this.#opts.healthyAfter ?? DEFAULTS.healthyAfter;
     this.#healthyTimer = setTimeout(() => {
       this.#attempt = 0;
     }, healthyAfter);
     this.#setState(State.OPEN, { url: this.#url });
+    if (this.#unanchored) {
+      this.#unanchored = false;
+      this.#stats.resyncs++;
+      this.#report('onResync', { room: roomOf(this.#base), epoch: '', seq: 0, previous: null, unanchored: true });
+    }
   }
 
   #onError(es) {
@@ -342,6 +358,7 @@ export class Subscription {
     this.#report('onResync', {
       room: data.room, epoch: data.epoch, seq: data.seq,
       previous: before ? formatEventId(before) : null,
+      ...(data.fork === true ? { fork: true } : {}),
     });
   }
 
@@ -394,6 +411,17 @@ function streamURL(target, baseUrl) {
     return new URL(`rooms/${encodeURIComponent(target)}/events`, base);
   }
   return new URL(target, globalThis.location?.href ?? import.meta.url);
+}
+
+// roomOf returns the room of a stream URL, or '' when it names none.
+function roomOf(url) {
+  const m = /\/rooms\/([^/]+)\/events$/.exec(url.pathname);
+  if (!m) return '';
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return '';
+  }
 }
 
 // decode parses event data and checks it has the fields an envelope needs.

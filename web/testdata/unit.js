@@ -200,6 +200,36 @@ test('cursor: resync moves the position; a repeated one is a no-op', () => {
   eq(c.accept(ev(5, 'new')).gap, null, 'live continues after it');
 });
 
+test('cursor: a resync behind the position in its epoch is ignored, unless a fork', () => {
+  const c = new Cursor();
+  for (let seq = 11; seq <= 13; seq++) c.accept(ev(seq, 'e'));
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 11 }), false, 'resync behind');
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 13 }), false, 'resync at the position');
+  eq(c.position('r'), { epoch: 'e', seq: 13 }, 'position kept');
+  eq(c.lastEventId, 'e:13', 'lastEventId kept');
+  eq(c.accept(ev(12, 'e')).duplicate, true, 'a repeated event stays a duplicate');
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 12, fork: true }), true, 'fork behind');
+  eq(c.position('r'), { epoch: 'e', seq: 12 }, 'a fork moves back');
+  eq(c.accept(ev(13, 'e')).duplicate, false, 'the forked history\'s 13 is new');
+  eq(c.resync({ room: 'r', epoch: 'e', seq: 20 }), true, 'resync ahead');
+  eq(c.resync({ room: 'r', epoch: 'f', seq: 1 }), true, 'resync to another epoch');
+});
+
+test('subscribe: a resync behind what was delivered is not passed on', () => {
+  const rec = recorder();
+  const es = rec.last();
+  es.open();
+  for (let seq = 11; seq <= 13; seq++) es.send(ev(seq));
+  es.send({ room: 'r', epoch: 'e1', seq: 11 }, 'resync');
+  es.send(ev(12));
+  es.send(ev(13));
+  es.send(ev(14));
+  eq(rec.resyncs, [], 'no resync');
+  eq(rec.events.map((e) => e.seq), [11, 12, 13, 14], 'each event once');
+  eq(rec.sub.lastEventId, 'e1:14', 'lastEventId');
+  rec.sub.close();
+});
+
 test('cursor: rooms are independent', () => {
   const c = new Cursor();
   c.accept(ev(3, 'e', 'a'));
@@ -331,6 +361,37 @@ test('subscribe: a CLOSED source is recreated with lastEventId', async () => {
   eq(rec.events.map((e) => e.seq), [1, 2, 3], 'events');
   eq(rec.sub.stats.recreates, 1, 'recreates');
   rec.sub.close();
+});
+
+test('subscribe: a source recreated without a position reports an unanchored resync once open', async () => {
+  const rec = recorder({ random: () => 0 });
+  const first = rec.last();
+  first.open(); // the server anchored it, but no event told the module where
+  first.fail();
+  await tick(5);
+  const second = rec.last();
+  eq(second.url, 'http://gw.test/rooms/r/events', 'no position to resume from');
+  eq(rec.resyncs, [], 'nothing reported before the new source is open');
+  second.open();
+  eq(rec.resyncs, [{ room: 'r', epoch: '', seq: 0, previous: null, unanchored: true }], 'unanchored resync');
+  eq(rec.sub.stats.resyncs, 1, 'resync count');
+  second.send(ev(5));
+  second.drop();
+  second.open(); // the browser's own reconnect keeps its position: nothing to report
+  eq(rec.resyncs.length, 1, 'one report');
+  eq(rec.events.map((e) => e.seq), [5], 'events');
+  rec.sub.close();
+});
+
+test('subscribe: a source recreated with a position, or before any opened, reports nothing', async () => {
+  for (const lastEventId of ['e1:4', undefined]) {
+    const rec = recorder({ random: () => 0, lastEventId });
+    rec.last().fail();
+    await tick(5);
+    rec.last().open();
+    eq(rec.resyncs, [], `no resync (start ${lastEventId})`);
+    rec.sub.close();
+  }
 });
 
 test('subscribe: backoff grows while failing and resets once healthy', async () => {
