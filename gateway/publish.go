@@ -54,7 +54,7 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 		typ = r.URL.Query().Get("type")
 	}
 	if typ != "" && !replay.ValidType(typ) {
-		return replay.Message{}, "", errBadType
+		return replay.Message{}, "", typeError(typ)
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key != "" && !validIdempotencyKey(key) {
@@ -64,11 +64,14 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 	if err != nil || (mt != "application/json" && mt != "text/plain") {
 		return replay.Message{}, "", errMediaType
 	}
+	if aerr := contentEncodingError(r); aerr != nil {
+		return replay.Message{}, "", aerr
+	}
 	raw, aerr := readBody(w, r, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, "", aerr
 	}
-	body, aerr := EncodeBody(mt, raw)
+	body, aerr := encode(mt, raw, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, "", aerr
 	}
@@ -93,8 +96,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	return raw, nil
 }
 
-// EncodeBody turns a publish body into the envelope's body: JSON is compacted to one
-// line as is; text/plain (valid UTF-8) becomes a JSON string.
+// EncodeBody turns a publish body into the envelope's body: JSON (valid UTF-8) is
+// compacted to one line as is; text/plain (valid UTF-8) becomes a JSON string.
 func EncodeBody(mediaType string, raw []byte) (json.RawMessage, *apiError) {
 	if mediaType == "text/plain" {
 		if !utf8.Valid(raw) {
@@ -109,7 +112,11 @@ func EncodeBody(mediaType string, raw []byte) (json.RawMessage, *apiError) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errEmptyBody
 	}
-	// Compact validates as it goes: one pass over the body.
+	// Compact validates the syntax as it goes, but lets invalid UTF-8 inside strings
+	// through; utf8.Valid is the one other pass, and runs at memory speed on ASCII.
+	if !utf8.Valid(raw) {
+		return nil, errInvalidUTF8
+	}
 	var out bytes.Buffer
 	out.Grow(len(raw))
 	if err := json.Compact(&out, raw); err != nil {
