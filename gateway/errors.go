@@ -22,6 +22,9 @@ func newError(status int, code, msg string) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="roomcast"`)
+	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}

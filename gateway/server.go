@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomcast/roomcast/drain"
@@ -63,16 +64,18 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 // Public is the handler of the public listener: room streams and publishing,
 // /healthz, /readyz and the web pages. Admin routes are never on it.
 func (s *Server) Public() http.Handler {
+	pages := web.Public()
 	r := chi.NewRouter()
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.Use(middleware.GetHead)
+	r.MethodNotAllowed(methodNotAllowed(pages))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
 	r.Get("/rooms/{room}/events", s.stream)
+	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
-	pages := web.Public()
 	r.NotFound(pages.ServeHTTP)
 	return r
 }
@@ -80,8 +83,10 @@ func (s *Server) Public() http.Handler {
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
 // /admin/shed, pprof and the operator page.
 func (s *Server) Admin() http.Handler {
+	pages := web.Admin()
 	r := chi.NewRouter()
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.Use(middleware.GetHead)
+	r.MethodNotAllowed(methodNotAllowed(pages))
 	r.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Get("/admin/stats", s.stats)
 	r.Post("/admin/drain", s.startDrain)
@@ -91,7 +96,6 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	pages := web.Admin()
 	r.NotFound(pages.ServeHTTP)
 	return r
 }
