@@ -27,6 +27,7 @@ type Server struct {
 	drain *drain.Drainer
 	cfg   Config
 	m     *metrics
+	edgeM *edgeMetrics
 
 	admission *admission
 
@@ -58,6 +59,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s.m = m
+	if s.edgeM, err = newEdgeMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -77,7 +81,7 @@ func (s *Server) Public() http.Handler {
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
 	r.NotFound(pages.ServeHTTP)
-	return r
+	return s.edge(r)
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
@@ -97,7 +101,7 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
-	return r
+	return s.edge(r)
 }
 
 // pinger is the optional capability of a log that can tell whether its backend is
