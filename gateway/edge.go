@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -32,8 +35,82 @@ var errCrossOrigin = newError(http.StatusForbidden, "cross_origin",
 
 // edge wraps a listener's router with the checks every request passes first.
 func (s *Server) edge(h http.Handler) http.Handler {
-	return s.crossOrigin(h)
+	return s.bodies(s.crossOrigin(h))
 }
+
+// bodies bounds how long a request body may take and keeps a refused request from
+// holding its connection.
+//
+// A request with a body gets a read deadline of now + BodyTimeout, per request
+// rather than http.Server.ReadTimeout, which would also end every stream. The
+// deadline is lifted once the body has been read to its end: the server's own read
+// that follows would otherwise cancel the request when it expired.
+//
+// An answer sent before the body was read to its end carries Connection: close.
+// Without it, net/http reads and discards up to 256 KiB of the unread body before it
+// sends the answer, so a 401 to a client that trickles its body would wait for the
+// body it refused.
+func (s *Server) bodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+		b := &edgeBody{ReadCloser: r.Body, rc: rc}
+		r.Body = b
+		next.ServeHTTP(&edgeWriter{ResponseWriter: w, body: b}, r)
+		if !b.eof.Load() {
+			// The connection closes after this answer, but net/http would first
+			// read what is left of the body, until the deadline: end that read now.
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// edgeBody notes when a request body has been read to its end and lifts the read
+// deadline then.
+type edgeBody struct {
+	io.ReadCloser
+	rc  *http.ResponseController
+	eof atomic.Bool
+}
+
+func (b *edgeBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.eof.Swap(true) {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// edgeWriter closes the connection after an answer sent before the body's end.
+type edgeWriter struct {
+	http.ResponseWriter
+	body        *edgeBody
+	wroteHeader bool
+}
+
+func (w *edgeWriter) WriteHeader(code int) {
+	if !w.wroteHeader && code >= 200 {
+		w.wroteHeader = true
+		if !w.body.eof.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *edgeWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *edgeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // crossOrigin refuses state-changing requests (anything but GET, HEAD and OPTIONS)
 // that a browser marks as coming from another origin (Sec-Fetch-Site, else an Origin

@@ -54,6 +54,7 @@ var (
 	errInvalidUTF8      = newError(http.StatusBadRequest, "invalid_json", "the JSON body is not valid UTF-8")
 	errContentEncoding  = newError(http.StatusUnsupportedMediaType, "unsupported_content_encoding", "send the body uncompressed (no Content-Encoding, or identity)")
 	errInvalidText      = newError(http.StatusBadRequest, "invalid_body", "a text/plain body must be valid UTF-8")
+	errBodyTimeout      = newError(http.StatusRequestTimeout, "request_timeout", "the body did not arrive within the body timeout")
 	errEmptyBody        = newError(http.StatusBadRequest, "invalid_body", "the body is empty")
 )
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"time"
 	"unicode/utf8"
 
@@ -90,6 +91,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	switch {
 	case errors.As(err, &tooBig):
 		return nil, tooLarge(limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, errBodyTimeout
 	case err != nil:
 		return nil, newError(http.StatusBadRequest, "invalid_body", "the body could not be read")
 	}

@@ -99,6 +99,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		WriteTimeout: cfg.WriteTimeout,
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
+		BodyTimeout:  cfg.BodyTimeout, MaxConnsPerIP: cfg.MaxConnsPerIP,
 		PublishToken: cfg.PublishToken,
 		AcceptRate:   cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader,
