@@ -12,7 +12,8 @@ import (
 
 // edgeMetrics count what the HTTP edge refuses before a handler runs.
 type edgeMetrics struct {
-	crossOrigin prometheus.Counter
+	crossOrigin  prometheus.Counter
+	connsRefused prometheus.Counter
 }
 
 func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
@@ -21,8 +22,12 @@ func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
 			Name: "roomcast_cross_origin_refused_total",
 			Help: "State-changing requests refused because a browser marked them cross-origin and they carried no bearer credential.",
 		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomcast_connections_refused_total",
+			Help: "Connections closed at accept because their peer address held --max-conns-per-ip connections that are not streams.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.crossOrigin} {
+	for _, c := range []prometheus.Collector{m.crossOrigin, m.connsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -76,7 +76,7 @@ func (s *Server) Public() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
-	r.Get("/rooms/{room}/events", s.stream)
+	r.Get("/rooms/{room}/events", uncounted(s.stream))
 	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)

@@ -155,7 +155,9 @@ func (p *pod) serve(logger *slog.Logger) int {
 		logger.Error("listen", "addr", p.cfg.AdminAddr, "err", err)
 		return 1
 	}
+	public = p.server.LimitListener(public)
 	servers := []*http.Server{newHTTPServer(p.server.Public(), logger), newHTTPServer(p.server.Admin(), logger)}
+	servers[0].ConnContext = p.server.ConnContext
 	failed := make(chan error, 2)
 	for i, l := range []net.Listener{public, admin} {
 		go func() {
