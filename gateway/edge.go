@@ -47,9 +47,10 @@ func (s *Server) edge(h http.Handler) http.Handler {
 // holding its connection.
 //
 // A request with a body gets a read deadline of now + BodyTimeout, per request
-// rather than http.Server.ReadTimeout, which would also end every stream. The
-// deadline is lifted once the body has been read to its end: the server's own read
-// that follows would otherwise cancel the request when it expired.
+// rather than http.Server.ReadTimeout, which bounds every request, streams included,
+// and answers nothing a client can read. net/http lifts the deadline itself once the
+// body has been read to its end (its background read starts with none), so a slow
+// log call after the body is not cut off.
 //
 // An answer sent before the body was read to its end carries Connection: close.
 // Without it, net/http reads and discards up to 256 KiB of the unread body before it
@@ -63,7 +64,7 @@ func (s *Server) bodies(next http.Handler) http.Handler {
 		}
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
-		b := &edgeBody{ReadCloser: r.Body, rc: rc}
+		b := &edgeBody{ReadCloser: r.Body}
 		r.Body = b
 		next.ServeHTTP(&edgeWriter{ResponseWriter: w, body: b}, r)
 		if !b.eof.Load() {
@@ -74,18 +75,16 @@ func (s *Server) bodies(next http.Handler) http.Handler {
 	})
 }
 
-// edgeBody notes when a request body has been read to its end and lifts the read
-// deadline then.
+// edgeBody notes when a request body has been read to its end.
 type edgeBody struct {
 	io.ReadCloser
-	rc  *http.ResponseController
 	eof atomic.Bool
 }
 
 func (b *edgeBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.eof.Swap(true) {
-		_ = b.rc.SetReadDeadline(time.Time{})
+	if err == io.EOF {
+		b.eof.Store(true)
 	}
 	return n, err
 }

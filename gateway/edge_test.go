@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay"
 )
 
 // rawConn is a client connection that writes requests byte by byte as the test says.
@@ -154,5 +156,57 @@ func TestEarlyErrorsDoNotWaitForTheBody(t *testing.T) {
 			}
 			rc.closed()
 		})
+	}
+}
+
+// gatedLog holds every Append until the test opens the gate, or the request's
+// context ends.
+type gatedLog struct {
+	*replay.MemoryLog
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (l *gatedLog) Append(ctx context.Context, room string, m replay.Message) (replay.Event, error) {
+	l.entered <- struct{}{}
+	select {
+	case <-l.gate:
+	case <-ctx.Done():
+		return replay.Event{}, ctx.Err()
+	}
+	return l.MemoryLog.Append(ctx, room, m)
+}
+
+// TestBodyTimeoutEndsWithTheBody: the body timeout bounds the body only; a publish
+// whose body has arrived is not cut off when the log takes longer than the bound.
+func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
+	mem, err := replay.NewMemoryLog(replay.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &gatedLog{MemoryLog: mem, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	p := newPodOn(t, log, podConfig{gw: gateway.Config{BodyTimeout: 200 * time.Millisecond, PublishTimeout: time.Minute}})
+	answer := make(chan string, 1)
+	go func() {
+		res, err := http.Post(p.public.URL+"/rooms/r/events", "application/json", strings.NewReader(`{"a":1}`))
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		answer <- fmt.Sprintf("%d %s", res.StatusCode, b)
+	}()
+	<-log.entered // the body has been read; the publish waits in the log
+	// A request whose handler starts after the first one's is cut off at the bound:
+	// once it has its 408, the first publish has outlived the bound too.
+	rc := dialRaw(t, p.public.Listener.Addr().String())
+	rc.head(http.MethodPost, "/rooms/r/events", "Content-Type", "application/json", "Content-Length", "10")
+	if res, body := rc.response(); res.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("the slow body: %d %s", res.StatusCode, body)
+	}
+	close(log.gate)
+	if got := <-answer; !strings.HasPrefix(got, "201 ") {
+		t.Fatalf("the publish that outlived the body timeout in the log: %s", got)
 	}
 }
