@@ -92,6 +92,15 @@ func TestEncodedBodyLimit(t *testing.T) {
 		t.Fatalf("1022 letters (1024 bytes encoded): %d %s", res.status, res.body)
 	}
 	assertError(t, do(t, http.MethodPost, url, strings.Repeat("x", 1023), text...), 413, "payload_too_large")
+	// Characters that are plain in JSON stay one byte: no HTML escaping in an event.
+	res = do(t, http.MethodPost, url, strings.Repeat("<&>", 300), text...)
+	if res.status != 201 {
+		t.Fatalf("900 bytes of <&>: %d %s", res.status, res.body)
+	}
+	s := p.subscribe(t, "r", "lastEventId=1")
+	if f := s.next(); !strings.Contains(f.data, `"body":"<&><&>`) {
+		t.Fatalf("event %+v", f)
+	}
 }
 
 // TestContentEncoding: a body in any encoding but identity is refused before it is read.

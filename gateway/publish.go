@@ -106,11 +106,16 @@ func EncodeBody(mediaType string, raw []byte) (json.RawMessage, *apiError) {
 		if !utf8.Valid(raw) {
 			return nil, errInvalidText
 		}
-		b, err := json.Marshal(string(raw))
-		if err != nil {
+		// No HTML escaping: an event is not HTML, and \u003c for every < would
+		// make a text body six times its size.
+		var out bytes.Buffer
+		out.Grow(len(raw) + 3)
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(string(raw)); err != nil {
 			return nil, errInvalidText
 		}
-		return b, nil
+		return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errEmptyBody
