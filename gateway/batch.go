@@ -100,7 +100,7 @@ func (s *Server) parseBatchRequest(r *http.Request) *apiError {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return errBatchMediaType
 	}
-	return nil
+	return contentEncodingError(r)
 }
 
 func (s *Server) validateItem(it batchItem) (replay.Message, *apiError) {
@@ -108,7 +108,7 @@ func (s *Server) validateItem(it batchItem) (replay.Message, *apiError) {
 	case !replay.ValidRoom(it.Room):
 		return replay.Message{}, errBadRoom
 	case it.Type != "" && !replay.ValidType(it.Type):
-		return replay.Message{}, errBadType
+		return replay.Message{}, typeError(it.Type)
 	case it.IdempotencyKey != "" && !validIdempotencyKey(it.IdempotencyKey):
 		return replay.Message{}, errBadIdemKey
 	case len(it.Body) == 0:
@@ -116,7 +116,7 @@ func (s *Server) validateItem(it batchItem) (replay.Message, *apiError) {
 	case int64(len(it.Body)) > s.cfg.MaxBody:
 		return replay.Message{}, tooLarge(s.cfg.MaxBody)
 	}
-	body, aerr := EncodeBody("application/json", it.Body)
+	body, aerr := encode("application/json", it.Body, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, aerr
 	}

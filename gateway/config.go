@@ -25,6 +25,14 @@ type Config struct {
 	MaxBatchBody int64
 	// MaxBatchItems bounds the items of one batch (default 1000).
 	MaxBatchItems int
+	// BodyTimeout bounds how long a request body may take to arrive, from the moment
+	// its handler starts; past it the request is answered 408 and its connection
+	// closed (default 10s). Requests without a body, streams among them, are not
+	// bounded by it.
+	BodyTimeout time.Duration
+	// MaxConnsPerIP caps the connections one peer address may hold open on a
+	// listener wrapped by LimitListener, streams not counted (zero: no cap).
+	MaxConnsPerIP int
 	// PublishToken, when set, is the bearer token publishers must send; when empty,
 	// only loopback clients may publish.
 	PublishToken string
@@ -62,6 +70,7 @@ func (c *Config) fill() error {
 	def(&c.Heartbeat, 15*time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.PublishTimeout, 5*time.Second)
+	def(&c.BodyTimeout, 10*time.Second)
 	if c.MaxBody == 0 {
 		c.MaxBody = 64 << 10
 	}
@@ -86,11 +95,11 @@ func (c *Config) fill() error {
 	case c.Heartbeat < time.Millisecond:
 		// Streams tick at half the interval: below this it rounds to nothing.
 		return fmt.Errorf("gateway: heartbeat %s: must be at least 1ms", c.Heartbeat)
-	case c.WriteTimeout <= 0 || c.PublishTimeout <= 0:
-		return errors.New("gateway: write timeout and publish timeout must be positive")
+	case c.WriteTimeout <= 0 || c.PublishTimeout <= 0 || c.BodyTimeout <= 0:
+		return errors.New("gateway: write, publish and body timeouts must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
 		return errors.New("gateway: body limits, batch items and replay batch must be positive")
-	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0:
+	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0:
 		return errors.New("gateway: admission limits must not be negative")
 	}
 	return nil

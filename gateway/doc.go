@@ -11,6 +11,14 @@
 // heartbeat timer reset after every write. Every write has a deadline. There is no
 // other goroutine per connection.
 //
+// # Edge
+//
+// Before routing, both listeners refuse state-changing requests a browser marks as
+// cross-origin unless they carry a bearer credential, bound how long a request body
+// may take (streams have none), and close the connection after an answer sent before
+// the body was read. LimitListener caps the connections one peer address holds that
+// are not streams. Every GET route answers HEAD, and a 405 names the route's methods.
+//
 // # Must not
 //
 // Talk to Redis or hold room state: it calls replay.Log to publish and read history,

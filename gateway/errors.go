@@ -22,6 +22,9 @@ func newError(status int, code, msg string) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="roomcast"`)
+	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
@@ -39,7 +42,8 @@ var (
 	errNotFound         = newError(http.StatusNotFound, "not_found", "no such route")
 	errMethodNotAllowed = newError(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
 	errBadRoom          = newError(http.StatusBadRequest, "invalid_room", "room names are 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
-	errBadType          = newError(http.StatusBadRequest, "invalid_type", "event types are 1 to 64 characters of A-Z a-z 0-9 . _ - and not resync or reauth")
+	errBadType          = newError(http.StatusBadRequest, "invalid_type", "event types are 1 to 64 characters of A-Z a-z 0-9 . _ - and not reserved")
+	errReservedType     = newError(http.StatusBadRequest, "invalid_type", "the event type is reserved: resync and reauth (in any case) are the gateway's own notices, error and open are EventSource's own events")
 	errBadLastEventID   = newError(http.StatusBadRequest, "invalid_last_event_id", "the resume point must be <epoch>:<seq> or <seq>")
 	errBadIdemKey       = newError(http.StatusBadRequest, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters")
 	errUnauthorized     = newError(http.StatusUnauthorized, "unauthorized", "publishing needs Authorization: Bearer <token>")
@@ -47,7 +51,10 @@ var (
 	errMediaType        = newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json or text/plain")
 	errBatchMediaType   = newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "send a JSON array as application/json")
 	errInvalidJSON      = newError(http.StatusBadRequest, "invalid_json", "the body is not valid JSON")
+	errInvalidUTF8      = newError(http.StatusBadRequest, "invalid_json", "the JSON body is not valid UTF-8")
+	errContentEncoding  = newError(http.StatusUnsupportedMediaType, "unsupported_content_encoding", "send the body uncompressed (no Content-Encoding, or identity)")
 	errInvalidText      = newError(http.StatusBadRequest, "invalid_body", "a text/plain body must be valid UTF-8")
+	errBodyTimeout      = newError(http.StatusRequestTimeout, "request_timeout", "the body did not arrive within the body timeout")
 	errEmptyBody        = newError(http.StatusBadRequest, "invalid_body", "the body is empty")
 )
 

@@ -69,13 +69,14 @@ func FuzzEncodeBody(f *testing.F) {
 	f.Add("text/plain", []byte("hello\nworld\r\n"))
 	f.Add("text/plain", []byte("\xff"))
 	f.Add("application/json", []byte(`{"a":1} {"b":2}`))
+	f.Add("application/json", []byte("{\"a\":\"\xff\"}"))
 	f.Fuzz(func(t *testing.T, mediaType string, raw []byte) {
 		if mediaType != "text/plain" {
 			mediaType = "application/json"
 		}
 		body, aerr := gateway.EncodeBody(mediaType, raw)
 		if aerr != nil {
-			if mediaType == "application/json" && json.Valid(raw) && len(bytes.TrimSpace(raw)) > 0 {
+			if mediaType == "application/json" && json.Valid(raw) && utf8.Valid(raw) && len(bytes.TrimSpace(raw)) > 0 {
 				t.Fatalf("valid JSON %q refused: %v", raw, aerr)
 			}
 			if mediaType == "text/plain" && utf8.Valid(raw) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"time"
 	"unicode/utf8"
 
@@ -54,7 +55,7 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 		typ = r.URL.Query().Get("type")
 	}
 	if typ != "" && !replay.ValidType(typ) {
-		return replay.Message{}, "", errBadType
+		return replay.Message{}, "", typeError(typ)
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key != "" && !validIdempotencyKey(key) {
@@ -64,11 +65,14 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 	if err != nil || (mt != "application/json" && mt != "text/plain") {
 		return replay.Message{}, "", errMediaType
 	}
+	if aerr := contentEncodingError(r); aerr != nil {
+		return replay.Message{}, "", aerr
+	}
 	raw, aerr := readBody(w, r, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, "", aerr
 	}
-	body, aerr := EncodeBody(mt, raw)
+	body, aerr := encode(mt, raw, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, "", aerr
 	}
@@ -87,29 +91,40 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	switch {
 	case errors.As(err, &tooBig):
 		return nil, tooLarge(limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, errBodyTimeout
 	case err != nil:
 		return nil, newError(http.StatusBadRequest, "invalid_body", "the body could not be read")
 	}
 	return raw, nil
 }
 
-// EncodeBody turns a publish body into the envelope's body: JSON is compacted to one
-// line as is; text/plain (valid UTF-8) becomes a JSON string.
+// EncodeBody turns a publish body into the envelope's body: JSON (valid UTF-8) is
+// compacted to one line as is; text/plain (valid UTF-8) becomes a JSON string.
 func EncodeBody(mediaType string, raw []byte) (json.RawMessage, *apiError) {
 	if mediaType == "text/plain" {
 		if !utf8.Valid(raw) {
 			return nil, errInvalidText
 		}
-		b, err := json.Marshal(string(raw))
-		if err != nil {
+		// No HTML escaping: an event is not HTML, and \u003c for every < would
+		// make a text body six times its size.
+		var out bytes.Buffer
+		out.Grow(len(raw) + 3)
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(string(raw)); err != nil {
 			return nil, errInvalidText
 		}
-		return b, nil
+		return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errEmptyBody
 	}
-	// Compact validates as it goes: one pass over the body.
+	// Compact validates the syntax as it goes, but lets invalid UTF-8 inside strings
+	// through; utf8.Valid is the one other pass, and runs at memory speed on ASCII.
+	if !utf8.Valid(raw) {
+		return nil, errInvalidUTF8
+	}
 	var out bytes.Buffer
 	out.Grow(len(raw))
 	if err := json.Compact(&out, raw); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomcast/roomcast/drain"
@@ -26,6 +27,7 @@ type Server struct {
 	drain *drain.Drainer
 	cfg   Config
 	m     *metrics
+	edgeM *edgeMetrics
 
 	admission *admission
 
@@ -57,31 +59,38 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s.m = m
+	if s.edgeM, err = newEdgeMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Public is the handler of the public listener: room streams and publishing,
 // /healthz, /readyz and the web pages. Admin routes are never on it.
 func (s *Server) Public() http.Handler {
+	pages := web.Public()
 	r := chi.NewRouter()
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.Use(middleware.GetHead)
+	r.MethodNotAllowed(methodNotAllowed(pages))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
-	r.Get("/rooms/{room}/events", s.stream)
+	r.Get("/rooms/{room}/events", uncounted(s.stream))
+	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
-	pages := web.Public()
 	r.NotFound(pages.ServeHTTP)
-	return r
+	return s.edge(r)
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
 // /admin/shed, pprof and the operator page.
 func (s *Server) Admin() http.Handler {
+	pages := web.Admin()
 	r := chi.NewRouter()
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.Use(middleware.GetHead)
+	r.MethodNotAllowed(methodNotAllowed(pages))
 	r.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Get("/admin/stats", s.stats)
 	r.Post("/admin/drain", s.startDrain)
@@ -91,9 +100,8 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	pages := web.Admin()
 	r.NotFound(pages.ServeHTTP)
-	return r
+	return s.edge(r)
 }
 
 // pinger is the optional capability of a log that can tell whether its backend is

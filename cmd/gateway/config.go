@@ -43,6 +43,8 @@ type config struct {
 
 	MaxBody          byteSize
 	MaxBatchBody     byteSize
+	BodyTimeout      time.Duration
+	MaxConnsPerIP    int
 	PublishToken     string
 	PublishTokenFile string
 
@@ -82,6 +84,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used); empty: the peer address")
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", 10*time.Second, "how long a request body may take to arrive; past it the answer is 408 (streams are not bounded by it)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address on the public listener, streams not counted; a new one beyond it is closed at once (0: no cap; behind a proxy every client shares the proxy's address)")
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer token; empty allows loopback clients only")
 	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer token (instead of --publish-token, which shows in the process list)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")

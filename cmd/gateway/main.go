@@ -103,6 +103,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		WriteTimeout: cfg.WriteTimeout,
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
+		BodyTimeout:  cfg.BodyTimeout, MaxConnsPerIP: cfg.MaxConnsPerIP,
 		PublishToken: cfg.PublishToken,
 		AcceptRate:   cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader,
@@ -162,7 +163,9 @@ func (p *pod) serve(logger *slog.Logger) int {
 		p.closeAll(logger)
 		return 2
 	}
+	public = p.server.LimitListener(public)
 	servers := []*http.Server{newHTTPServer(p.server.Public(), logger), newHTTPServer(p.server.Admin(), logger)}
+	servers[0].ConnContext = p.server.ConnContext
 	failed := make(chan error, 2)
 	for i, l := range []net.Listener{public, admin} {
 		go func() {

@@ -38,6 +38,8 @@ var ranges = map[string]bound{
 	"max-streams-per-ip":    {min: 1, max: 1e6, zero: "no cap"},
 	"max-body":              {min: 1, max: 16 << 20},
 	"max-batch-body":        {min: 1, max: 64 << 20},
+	"body-timeout":          {min: float64(time.Second), max: float64(5 * time.Minute)},
+	"max-conns-per-ip":      {min: 1, max: 65536, zero: "no cap"},
 	"redis-timeout":         {min: float64(10 * time.Millisecond), max: float64(time.Minute)},
 	"publish-wait-replicas": {min: 0, max: 16},
 	"drain-delay":           {min: 0, max: float64(10 * time.Minute)},

@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LimitListener wraps l so that one peer address holds at most MaxConnsPerIP open
+// connections that are not serving a stream: a new connection beyond the cap is
+// closed as soon as it is accepted, before anything is read from it. A connection
+// leaves the count while it serves a stream (MaxStreamsPerIP bounds those) and joins
+// it again when the stream ends. The counts hold one entry per address with an open
+// connection, and no more. With no cap l is returned as is.
+//
+// The counts reach the stream handler through the connection: set the server's
+// ConnContext to s.ConnContext.
+func (s *Server) LimitListener(l net.Listener) net.Listener {
+	if s.cfg.MaxConnsPerIP <= 0 {
+		return l
+	}
+	return &connLimiter{Listener: l, max: s.cfg.MaxConnsPerIP, byIP: map[netip.Addr]int{}, refused: s.edgeM.connsRefused}
+}
+
+type connKey struct{}
+
+// ConnContext is the http.Server ConnContext for a listener from LimitListener: it
+// lets a stream take its connection out of the count.
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// uncounted serves a stream with its connection out of the per-address count.
+func uncounted(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			c.setCounted(false)
+			defer c.setCounted(true)
+		}
+		h(w, r)
+	}
+}
+
+type connLimiter struct {
+	net.Listener
+	max     int
+	refused prometheus.Counter
+
+	mu   sync.Mutex
+	byIP map[netip.Addr]int
+}
+
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := peerAddr(c.RemoteAddr())
+		l.mu.Lock()
+		ok := l.byIP[ip] < l.max
+		if ok {
+			l.byIP[ip]++
+		}
+		l.mu.Unlock()
+		if ok {
+			return &limitedConn{Conn: c, l: l, ip: ip, counted: true}, nil
+		}
+		l.refused.Inc()
+		_ = c.Close()
+	}
+}
+
+func (l *connLimiter) add(ip netip.Addr, d int) {
+	l.mu.Lock()
+	if l.byIP[ip] += d; l.byIP[ip] <= 0 {
+		delete(l.byIP, ip)
+	}
+	l.mu.Unlock()
+}
+
+// peerAddr is the connection's peer address, IPv4 in IPv6 unmapped; the zero Addr
+// when it is not an IP address (all such peers share one count).
+func peerAddr(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// limitedConn is a connection in its address's count while counted is set.
+type limitedConn struct {
+	net.Conn
+	l  *connLimiter
+	ip netip.Addr
+
+	mu      sync.Mutex
+	counted bool
+	closed  bool
+}
+
+// setCounted moves the connection into or out of its address's count. A connection
+// may join again beyond the cap: it is open already.
+func (c *limitedConn) setCounted(counted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.counted == counted {
+		return
+	}
+	c.counted = counted
+	if counted {
+		c.l.add(c.ip, 1)
+	} else {
+		c.l.add(c.ip, -1)
+	}
+}
+
+func (c *limitedConn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if c.counted {
+			c.counted = false
+			c.l.add(c.ip, -1)
+		}
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// CloseWrite keeps the half-close net/http uses to end a connection gracefully.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
