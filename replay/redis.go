@@ -142,6 +142,10 @@ type RedisLog struct {
 	reloads      atomic.Uint64
 	resubscribes atomic.Uint64
 	badMessages  atomic.Uint64
+	badEntries   atomic.Uint64
+
+	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
+	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
 }
 
 var _ Log = (*RedisLog)(nil)
@@ -157,8 +161,12 @@ type RedisStats struct {
 	Retries uint64
 	// Reloads counts loads of the function library after a node did not know it.
 	Reloads uint64
-	// BadMessages counts doorbell messages that could not be decoded.
+	// BadMessages counts doorbell messages that could not be decoded or failed
+	// validation (each rang a zero Event instead).
 	BadMessages uint64
+	// BadEntries counts log reads that met an entry failing validation (each was
+	// reported as lost history, ErrGap).
+	BadEntries uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -223,6 +231,7 @@ func (l *RedisLog) Stats() RedisStats {
 		Retries:       l.retries.Load(),
 		Reloads:       l.reloads.Load(),
 		BadMessages:   l.badMessages.Load(),
+		BadEntries:    l.badEntries.Load(),
 	}
 }
 

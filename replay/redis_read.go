@@ -2,10 +2,9 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -17,6 +16,7 @@ type sinceResult struct {
 	events []Event
 	head   Position
 	gap    bool
+	bad    bool // the gap is an entry that failed validation
 }
 
 // Since implements Log. A limit of zero or less returns no events but still checks
@@ -42,6 +42,11 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 			res, err = decodeSince(l.client.Do(ctx, l.sinceCmd(room, after, limit)), room)
 			return err
 		})
+		if err == nil && res.bad {
+			n := l.badEntries.Add(1)
+			l.warnRarely(&l.badEntryLog, "malformed log entry: reported as lost history (check who may write room keys)",
+				"room", room, "bad_entries", n)
+		}
 		return res, err
 	})
 	if err != nil {
@@ -90,11 +95,20 @@ func decodeSince(res rueidis.RedisResult, room string) (sinceResult, error) {
 	if len(entries) > 0 {
 		out.events = make([]Event, 0, len(entries))
 	}
+	prev := uint64(0)
 	for _, e := range entries {
 		ev, err := decodeEntry(e, room, epoch)
+		if err == nil && (ev.Seq <= prev || ev.Seq > out.head.Seq) {
+			err = fmt.Errorf("%w: seq %d out of order or past the head %d", errBadEntry, ev.Seq, out.head.Seq)
+		}
+		if errors.Is(err, errBadEntry) {
+			// Never pass it on: the history there is lost to readers.
+			return sinceResult{head: out.head, gap: true, bad: true}, nil
+		}
 		if err != nil {
 			return sinceResult{}, err
 		}
+		prev = ev.Seq
 		out.events = append(out.events, ev)
 	}
 	return out, nil
@@ -103,35 +117,17 @@ func decodeSince(res rueidis.RedisResult, room string) (sinceResult, error) {
 func decodeEntry(e rueidis.RedisMessage, room, epoch string) (Event, error) {
 	pair, err := e.ToArray()
 	if err != nil || len(pair) != 2 {
-		return Event{}, fmt.Errorf("log entry: %v", err)
+		return Event{}, fmt.Errorf("%w: %v", errBadEntry, err)
 	}
 	id, err := pair[0].ToString()
 	if err != nil {
-		return Event{}, err
-	}
-	seqText, _, _ := strings.Cut(id, "-")
-	seq, ok := parseSeq(seqText)
-	if !ok {
-		return Event{}, fmt.Errorf("log entry id %q", id)
+		return Event{}, fmt.Errorf("%w: %v", errBadEntry, err)
 	}
 	fields, err := pair[1].AsStrSlice()
 	if err != nil {
-		return Event{}, err
+		return Event{}, fmt.Errorf("%w: %v", errBadEntry, err)
 	}
-	ev := Event{Room: room, Epoch: epoch, Seq: seq}
-	for i := 0; i+1 < len(fields); i += 2 {
-		switch v := fields[i+1]; fields[i] {
-		case "epoch":
-			ev.Epoch = v
-		case "ts":
-			ev.TS, _ = strconv.ParseInt(v, 10, 64)
-		case "type":
-			ev.Type = v
-		case "body":
-			ev.Body = json.RawMessage(v)
-		}
-	}
-	return ev, nil
+	return entryEvent(room, epoch, id, fields)
 }
 
 // Head implements Log. Concurrent calls for one room share one read.
