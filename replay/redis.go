@@ -287,6 +287,7 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 // append publishes one validated message, retrying what may be retried.
 func (l *RedisLog) append(ctx context.Context, room string, m Message) (Event, error) {
 	var ev Event
+	ran := false
 	err := l.retry(ctx, m.IdempotencyKey != "", func(ctx context.Context) error {
 		var err error
 		if l.cfg.WaitReplicas > 0 {
@@ -294,9 +295,36 @@ func (l *RedisLog) append(ctx context.Context, room string, m Message) (Event, e
 		} else {
 			ev, err = decodePublish(l.client.Do(ctx, l.publishCmd(l.client.B(), room, m)), room, m)
 		}
+		ran = ran || mayHaveRun(err)
 		return err
 	})
-	return ev, err
+	return ev, unknownIf(ran, err)
+}
+
+// mayHaveRun reports whether a publish that failed with err may have run all the
+// same: it was handed to a connection and no answer came back (a deadline, a lost
+// connection), or WAIT saw too few replicas after it ran.
+func mayHaveRun(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return true
+	}
+	switch classify(err) {
+	case failUnknown, failDeadline:
+		return true
+	}
+	return false
+}
+
+// unknownIf marks err as ErrOutcomeUnknown when any attempt may have run: a later
+// attempt that surely did not run does not undo an earlier one that may have.
+func unknownIf(ran bool, err error) error {
+	if err == nil || !ran || errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 }
 
 func (l *RedisLog) publishCmd(b rueidis.Builder, room string, m Message) rueidis.Completed {
@@ -339,7 +367,7 @@ func (l *RedisLog) publishAndWait(ctx context.Context, room string, m Message) (
 			return err
 		}
 		if acked < int64(l.cfg.WaitReplicas) {
-			return fmt.Errorf("%w: %w (%d of %d in %s)", ErrUnavailable, errNotReplicated, acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
+			return fmt.Errorf("%w: %w (%d of %d in %s)", ErrOutcomeUnknown, errNotReplicated, acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
 		}
 		return nil
 	})
@@ -414,10 +442,12 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 		for j, res := range l.client.DoMulti(cctx, cmds...) {
 			i := idx[j]
 			ev, err := decodePublish(res, rooms[i], msgs[i])
+			ran := mayHaveRun(err)
 			if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
 				l.retries.Add(1)
 				ev, err = l.append(cctx, rooms[i], msgs[i])
 			}
+			err = unknownIf(ran, err)
 			if err != nil {
 				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
 				continue
@@ -447,7 +477,7 @@ func (l *RedisLog) appendEach(cctx, ctx context.Context, idx []int, rooms []stri
 	wg.Wait()
 }
 
-// Ping checks that the backend answers, within Timeout. It is what /readyz asks.
+// Ping checks that the backend answers, within Timeout.
 func (l *RedisLog) Ping(ctx context.Context) error {
 	if l.isClosed.Load() {
 		return ErrClosed

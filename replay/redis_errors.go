@@ -29,7 +29,7 @@ func classify(err error) failure {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return failDeadline
 	}
-	if errors.Is(err, ErrUnavailable) { // already decided (WAIT saw too few replicas)
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) { // already decided (WAIT saw too few replicas)
 		return failOther
 	}
 	if errors.Is(err, rueidis.ErrNoSlot) {
@@ -74,8 +74,9 @@ func retryable(err error, safe bool) bool {
 }
 
 // mapErr turns a Redis-facing error into the package's sentinels: ErrUnavailable
-// for anything that may pass (the underlying error stays wrapped), ErrFull for a
-// node out of memory, ErrClosed after Close. parent is the caller's own context: when
+// for anything that may pass (the underlying error stays wrapped, ErrOutcomeUnknown
+// among them when an Append may have run), ErrFull for a node out of memory,
+// ErrClosed after Close. parent is the caller's own context: when
 // the caller gave up, its error is returned as it is.
 func (l *RedisLog) mapErr(parent context.Context, err error) error {
 	if l.isClosed.Load() && (errors.Is(err, rueidis.ErrClosing) || errors.Is(err, context.Canceled)) {
@@ -91,6 +92,9 @@ func (l *RedisLog) mapErr(parent context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case failFull:
 		return fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	if errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
