@@ -81,10 +81,11 @@ const (
 
 // MemoryLog is the embedded Log: per-room ring buffers and an in-process doorbell.
 type MemoryLog struct {
-	cfg    MemoryConfig
-	seed   maphash.Seed
-	shards [memShards]memShard
-	subs   [memShards]subShard
+	cfg     MemoryConfig
+	started time.Time
+	seed    maphash.Seed
+	shards  [memShards]memShard
+	subs    [memShards]subShard
 
 	roomCount atomic.Int64
 	bytes     atomic.Int64
@@ -131,7 +132,7 @@ func NewMemoryLog(cfg MemoryConfig) (*MemoryLog, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	l := &MemoryLog{cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &MemoryLog{cfg: cfg, started: time.Now(), seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range l.shards {
 		l.shards[i].rooms = make(map[string]*memRoom)
 		l.subs[i].rings = make(map[string]func(Event))

@@ -56,6 +56,9 @@ type RedisConfig struct {
 	// Timeout bounds each call to the log, retries included (default 2s). It is also
 	// the dial timeout.
 	Timeout time.Duration
+	// HealthInterval is how often the log checks that its backend answers (PING,
+	// bounded by Timeout), for Health (default 1s).
+	HealthInterval time.Duration
 	// Logger receives the log's own warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -73,6 +76,9 @@ func (c *RedisConfig) fill() error {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Second
 	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = time.Second
+	}
 	if c.WaitReplicas > 0 && c.WaitTimeout == 0 {
 		c.WaitTimeout = min(500*time.Millisecond, c.Timeout/2)
 	}
@@ -88,6 +94,8 @@ func (c *RedisConfig) fill() error {
 		return errors.New("replay: redis: history and idempotency ttl must be at least 1ms")
 	case c.Timeout < 0:
 		return fmt.Errorf("replay: redis: timeout %s: must be positive", c.Timeout)
+	case c.HealthInterval < 0:
+		return fmt.Errorf("replay: redis: health interval %s: must be positive", c.HealthInterval)
 	case c.WaitReplicas < 0:
 		return fmt.Errorf("replay: redis: wait replicas %d: must not be negative", c.WaitReplicas)
 	case c.WaitReplicas > 0 && (c.WaitTimeout < time.Millisecond || c.WaitTimeout >= c.Timeout):
@@ -122,7 +130,10 @@ func (c *RedisConfig) fill() error {
 // (held while ring runs). None is held across Redis I/O.
 type RedisLog struct {
 	cfg    RedisConfig
-	client rueidis.Client
+	client rueidis.Client // set once, under mu, before connected turns true
+
+	connected atomic.Bool
+	health    atomic.Pointer[Health]
 
 	life   context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -170,25 +181,65 @@ type RedisStats struct {
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
-// ctx bounds the library load; connecting is bounded by cfg.Timeout per address.
+// ctx bounds this first attempt; connecting is bounded by cfg.Timeout per address.
+//
+// A backend that cannot be reached now is no error: the log starts all the same,
+// answers every call with an error wrapping ErrUnavailable, and keeps connecting in
+// the background (jittered backoff, until Close) until it is connected and the
+// library is loaded. Only a bad configuration, or a server that refuses the library
+// (an error answer, not an unreachable node), fails.
 func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	client, err := connectRedis(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("replay: redis connect %v: %w: %w", cfg.Addrs, ErrUnavailable, err)
-	}
 	life, cancel := context.WithCancel(context.Background())
-	l := &RedisLog{cfg: cfg, client: client, life: life, cancel: cancel, subs: make(map[string]*redisSub)}
-	lctx, lcancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer lcancel()
-	if err := l.loadLibrary(lctx); err != nil {
-		cancel()
-		client.Close()
-		return nil, fmt.Errorf("replay: redis load library: %w", l.mapErr(ctx, err))
+	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub)}
+	l.health.Store(&Health{Kind: "redis", ChangedAt: time.Now()})
+	if err := l.connect(ctx); err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			cancel()
+			return nil, err
+		}
+		cfg.Logger.Warn("redis backend unreachable at start-up: connecting in the background", "addrs", cfg.Addrs, "err", err)
 	}
+	l.wg.Add(1)
+	go l.monitor()
 	return l, nil
+}
+
+// connect makes a client and loads the library with it; only then does the log use
+// it. It fails wrapping ErrUnavailable when no node could be reached.
+func (l *RedisLog) connect(ctx context.Context) error {
+	client, err := connectRedis(ctx, l.cfg)
+	if err != nil {
+		return fmt.Errorf("replay: redis connect %v: %w: %w", l.cfg.Addrs, ErrUnavailable, err)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer lcancel()
+	if err := loadLibrary(lctx, client, l.cfg.Logger); err != nil {
+		client.Close()
+		return fmt.Errorf("replay: redis load library: %w", l.mapErr(ctx, err))
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		client.Close()
+		return ErrClosed
+	}
+	l.client = client
+	l.mu.Unlock()
+	l.connected.Store(true)
+	l.setUp(true, nil)
+	return nil
+}
+
+// usable fails, wrapping ErrUnavailable, until the log is connected. After it
+// returns nil, l.client is set for good.
+func (l *RedisLog) usable() error {
+	if l.connected.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: not connected to %v yet", ErrUnavailable, l.cfg.Addrs)
 }
 
 // connectRedis makes a client from the first seed that answers, trying them in a
@@ -274,6 +325,9 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 	}
 	if !validMessage(room, m) {
 		return Event{}, fmt.Errorf("replay: append %q: %w", room, ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return Event{}, fmt.Errorf("replay: append %q: %w", room, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -419,6 +473,8 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 		return fill(ErrClosed)
 	case n == 0:
 		return evs, errs
+	case l.usable() != nil:
+		return fill(fmt.Errorf("replay: append batch: %w", l.usable()))
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -482,6 +538,9 @@ func (l *RedisLog) Ping(ctx context.Context) error {
 	if l.isClosed.Load() {
 		return ErrClosed
 	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("replay: ping: %w", err)
+	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	if err := l.client.Do(cctx, l.client.B().Ping().Build()).Error(); err != nil {
@@ -500,6 +559,7 @@ func (l *RedisLog) Close(ctx context.Context) error {
 	}
 	l.closed = true
 	l.isClosed.Store(true)
+	client := l.client
 	l.mu.Unlock()
 	l.cancel()
 	done := make(chan struct{})
@@ -507,7 +567,9 @@ func (l *RedisLog) Close(ctx context.Context) error {
 		l.wg.Wait()
 		close(done)
 	}()
-	defer l.client.Close()
+	if client != nil {
+		defer client.Close()
+	}
 	select {
 	case <-done:
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -165,7 +166,7 @@ func (l *RedisLog) reloadLibrary(ctx context.Context) error {
 		l.reloads.Add(1)
 		lctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 		defer cancel()
-		err := l.loadLibrary(lctx)
+		err := loadLibrary(lctx, l.client, l.cfg.Logger)
 		if err == nil {
 			l.cfg.Logger.Info("redis function library reloaded", "library", RedisLibrary)
 		}
@@ -178,8 +179,8 @@ func (l *RedisLog) reloadLibrary(ctx context.Context) error {
 // refuse it (they get the library from their primary), and a node that cannot be
 // reached now gets it when it first answers that it does not know the function. It
 // fails when no node took the library, or when one answered with any other error.
-func (l *RedisLog) loadLibrary(ctx context.Context) error {
-	nodes := l.client.Nodes()
+func loadLibrary(ctx context.Context, client rueidis.Client, logger *slog.Logger) error {
+	nodes := client.Nodes()
 	var (
 		mu     sync.Mutex
 		loaded int
@@ -215,7 +216,7 @@ func (l *RedisLog) loadLibrary(ctx context.Context) error {
 		return errors.New("no node took the function library")
 	}
 	if len(down) > 0 {
-		l.cfg.Logger.Warn("redis function library not loaded on every node", "library", RedisLibrary, "err", errors.Join(down...))
+		logger.Warn("redis function library not loaded on every node", "library", RedisLibrary, "err", errors.Join(down...))
 	}
 	return nil
 }

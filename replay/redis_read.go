@@ -29,6 +29,9 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 	if !ValidRoom(room) || (after.Epoch != "" && !validEpoch(after.Epoch)) {
 		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, ErrInvalid)
 	}
+	if err := l.usable(); err != nil {
+		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, err)
+	}
 	limit = min(max(limit, 0), maxSinceLimit)
 	key := room + "\x00" + after.String() + "\x00" + strconv.Itoa(limit)
 	cctx, cancel := l.callCtx(ctx)
@@ -137,6 +140,9 @@ func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
 	}
 	if !ValidRoom(room) {
 		return Position{}, fmt.Errorf("replay: head %q: %w", room, ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return Position{}, fmt.Errorf("replay: head %q: %w", room, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()

@@ -47,6 +47,9 @@ func (l *RedisLog) Subscribe(ctx context.Context, room string, ring func(Event))
 	if !ValidRoom(room) {
 		return fmt.Errorf("replay: subscribe %q: %w", room, ErrInvalid)
 	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("replay: subscribe %q: %w", room, err)
+	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	var s *redisSub
