@@ -1,9 +1,14 @@
 package replay_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +93,120 @@ func TestRedisOutcomeUnknown(t *testing.T) {
 	if !errors.Is(errs[0], replay.ErrUnavailable) || errors.Is(errs[0], replay.ErrOutcomeUnknown) {
 		t.Fatalf("batch append to a stopped server: %v, want ErrUnavailable only", errs[0])
 	}
+}
+
+// replyDropper is a TCP proxy in front of a real server that, while armed, drops
+// every reply on a connection from the moment it forwarded a publish on it: a
+// command that ran whose answer was lost on the way. (rueidis spreads calls over
+// several connections and dials them lazily; a connection's handshake must not be
+// dropped, or the publish would never be sent.)
+type replyDropper struct {
+	ln    net.Listener
+	to    string
+	armed atomic.Bool
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newReplyDropper(t *testing.T, to string) *replyDropper {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &replyDropper{ln: ln, to: to}
+	d.wg.Go(d.accept)
+	t.Cleanup(func() {
+		ln.Close()
+		d.mu.Lock()
+		for _, c := range d.conns {
+			c.Close()
+		}
+		d.mu.Unlock()
+		d.wg.Wait()
+	})
+	return d
+}
+
+func (d *replyDropper) accept() {
+	for {
+		c, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", d.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		d.mu.Lock()
+		d.conns = append(d.conns, c, s)
+		d.mu.Unlock()
+		var drop atomic.Bool
+		d.wg.Go(func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					if d.armed.Load() && bytes.Contains(buf[:n], []byte("roomcast_v1_publish")) {
+						drop.Store(true)
+					}
+					if _, werr := s.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			s.Close()
+			c.Close()
+		})
+		d.wg.Go(func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := s.Read(buf)
+				if n > 0 && !drop.Load() {
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			c.Close()
+			s.Close()
+		})
+	}
+}
+
+// TestRedisLostReplyIsOutcomeUnknown: Redis ran the publish and its answer was lost.
+// The caller gets ErrOutcomeUnknown, and the event is in the log: "not published"
+// would have been a lie, and a retry without a key a duplicate.
+func TestRedisLostReplyIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	s := redistest.SharedStandalone(t)
+	d := newReplyDropper(t, s.Addr)
+	l := newRedisLog(t, []string{d.ln.Addr().String()}, replay.RedisConfig{Timeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	room := redistest.Prefix(t) + ".lost"
+	first := mustAppend(t, l, room, msgN(1))
+
+	d.armed.Store(true)
+	_, err := l.Append(ctx, room, msgN(2))
+	if !errors.Is(err, replay.ErrOutcomeUnknown) {
+		t.Fatalf("append whose reply was lost: %v, want ErrOutcomeUnknown", err)
+	}
+	d.armed.Store(false)
+	// Read it from the server itself (the proxy may still be forwarding).
+	direct := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	eventually(t, 10*time.Second, func() error {
+		evs, _, err := direct.Since(ctx, room, first.Position(), 10)
+		if err != nil || len(evs) != 1 || string(evs[0].Body) != `{"n":2}` {
+			return fmt.Errorf("log after the lost reply: %+v %v, want the event", evs, err)
+		}
+		return nil
+	})
 }
