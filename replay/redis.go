@@ -176,7 +176,8 @@ type RedisStats struct {
 	// validation (each rang a zero Event instead).
 	BadMessages uint64
 	// BadEntries counts log reads that met an entry failing validation (each was
-	// reported as lost history, ErrGap).
+	// reported as lost history, ErrGap) or a malformed head (each failed, wrapping
+	// ErrUnavailable).
 	BadEntries uint64
 }
 
@@ -443,6 +444,11 @@ func decodePublish(res rueidis.RedisResult, room string, m Message) (Event, erro
 	dup, err4 := arr[3].AsInt64()
 	if err := errors.Join(err1, err2, err3, err4); err != nil || seq < 1 {
 		return Event{}, fmt.Errorf("publish answered %v: %v", arr, err)
+	}
+	if !validEpoch(epoch) || seq > MaxSeq || ts <= 0 {
+		// It ran over a room head someone else wrote: stored, but under no position
+		// a reader could use.
+		return Event{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, errBadHead)
 	}
 	ev := Event{Room: room, Epoch: epoch, Seq: uint64(seq), TS: ts}
 	if dup == 0 {

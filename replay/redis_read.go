@@ -50,6 +50,7 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 			l.warnRarely(&l.badEntryLog, "malformed log entry: reported as lost history (check who may write room keys)",
 				"room", room, "bad_entries", n)
 		}
+		l.countBadHead(room, err)
 		return res, err
 	})
 	if err != nil {
@@ -93,6 +94,9 @@ func decodeSince(res rueidis.RedisResult, room string) (sinceResult, error) {
 	entries, err := arr[3].ToArray()
 	if err != nil {
 		return sinceResult{}, err
+	}
+	if !validHead(epoch, seq) {
+		return sinceResult{}, errBadHead
 	}
 	out := sinceResult{head: Position{Epoch: epoch, Seq: uint64(seq)}, gap: gap != 0}
 	if len(entries) > 0 {
@@ -155,6 +159,7 @@ func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
 			head, err = decodeHead(l.client.Do(ctx, l.client.B().Hmget().Key(redisSeqKey(room)).Field("epoch", "seq").Build()))
 			return err
 		})
+		l.countBadHead(room, err)
 		return head, err
 	})
 	if err != nil {
@@ -179,6 +184,9 @@ func decodeHead(res rueidis.RedisResult) (Position, error) {
 	seq, err := arr[1].AsInt64()
 	if err != nil {
 		return Position{}, err
+	}
+	if !validHead(epoch, seq) {
+		return Position{}, errBadHead
 	}
 	return Position{Epoch: epoch, Seq: uint64(seq)}, nil
 }

@@ -68,6 +68,30 @@ func decodeDoorbell(room, msg string) (Event, bool) {
 // errBadEntry: a log entry failed validation.
 var errBadEntry = errors.New("malformed log entry")
 
+// errBadHead: a room's head (its seq hash) failed validation. Nothing of the room can
+// be read or resynced to until it is repaired or expires, so it is unavailable (and
+// not retried: classify sees ErrUnavailable).
+var errBadHead = fmt.Errorf("%w: malformed room head", ErrUnavailable)
+
+// validHead reports whether a head read from Redis is one the log could have
+// written: none at all (no epoch, seq 0), or an epoch of our shape and a seq within
+// MaxSeq.
+func validHead(epoch string, seq int64) bool {
+	if epoch == "" {
+		return seq == 0
+	}
+	return validEpoch(epoch) && seq >= 0 && seq <= MaxSeq
+}
+
+// countBadHead counts and rarely logs a read that met a malformed head.
+func (l *RedisLog) countBadHead(room string, err error) {
+	if errors.Is(err, errBadHead) {
+		n := l.badEntries.Add(1)
+		l.warnRarely(&l.badEntryLog, "malformed room head: the room is unavailable until it is repaired or expires (check who may write room keys)",
+			"room", room, "bad_entries", n)
+	}
+}
+
 // entryEvent reads one log entry: its id "<seq>-0" and its fields (epoch, ts, type,
 // body, in any order), and validates it as an event of epoch (the head's: a log
 // holds one epoch, the publish function deletes it when it starts another).

@@ -108,3 +108,46 @@ func TestRedisBadLogEntryIsLostHistory(t *testing.T) {
 		})
 	}
 }
+
+func TestRedisBadHeadIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := redistest.SharedStandalone(t)
+	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctx := context.Background()
+	for name, field := range map[string][2]string{
+		"epoch with a quote": {"epoch", `ep"1`},
+		"epoch with newline": {"epoch", "ep\n1"},
+		"negative seq":       {"seq", "-5"},
+		"seq 16 digits":      {"seq", "1000000000000000"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			room := redistest.Prefix(t) + ".head"
+			mustAppend(t, l, room, msgN(1))
+			s.MustDo(t, "HSET", "room:{"+room+"}:seq", field[0], field[1])
+			before := l.Stats().BadEntries
+			if h, err := l.Head(ctx, room); !errors.Is(err, replay.ErrUnavailable) {
+				t.Fatalf("head %v, %v; want ErrUnavailable", h, err)
+			}
+			for _, after := range []replay.Position{{}, {Seq: 1}, {Seq: 7}} {
+				if evs, h, err := l.Since(ctx, room, after, 10); !errors.Is(err, replay.ErrUnavailable) {
+					t.Fatalf("since %v: %+v, head %v, %v; want ErrUnavailable", after, evs, h, err)
+				}
+			}
+			if l.Stats().BadEntries == before {
+				t.Fatal("bad head not counted")
+			}
+			// A publish over it either starts a new history (the function replaces
+			// a head it cannot continue) or fails as unknown: it ran, but its answer
+			// names no position a reader could use.
+			ev, err := l.Append(ctx, room, msgN(2))
+			if err != nil && !errors.Is(err, replay.ErrOutcomeUnknown) {
+				t.Fatalf("append over a bad head: %v, want success or ErrOutcomeUnknown", err)
+			}
+			if err == nil {
+				if _, perr := replay.ParsePosition(ev.ID()); perr != nil || ev.Seq > replay.MaxSeq || ev.TS <= 0 {
+					t.Fatalf("append over a bad head answered %+v", ev)
+				}
+			}
+		})
+	}
+}
