@@ -120,7 +120,14 @@ func (c *RedisConfig) fill() error {
 // surely did not run (TRYAGAIN, CLUSTERDOWN, MOVED, ASK, LOADING, MASTERDOWN, a
 // failed dial) are retried with jittered backoff within the call's Timeout; an
 // Append whose outcome is unknown (connection lost after sending) is retried only
-// when it has an idempotency key.
+// when it has an idempotency key. An Append that may have run although it failed (no
+// answer in time, a lost connection, too few replicas after WAIT) fails with
+// ErrOutcomeUnknown as well as ErrUnavailable. Until the log first connects, every
+// call fails with ErrUnavailable; Health reports whether the backend answers.
+//
+// What Redis hands back is validated like client input (redis_validate.go): a
+// malformed doorbell rings a zero Event, a malformed log entry is ErrGap, a
+// malformed room head is ErrUnavailable.
 //
 // Concurrency: every method is safe for concurrent use. A room's ring is called for
 // one event at a time, on rueidis's goroutines (the room's Receive goroutine for
@@ -157,6 +164,7 @@ type RedisLog struct {
 
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
+	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
 }
 
 var _ Log = (*RedisLog)(nil)

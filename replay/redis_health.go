@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,8 +60,14 @@ func (l *RedisLog) monitor() {
 		ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 		err := l.connect(ctx)
 		cancel()
-		if err != nil && l.life.Err() == nil {
+		switch {
+		case err == nil || l.life.Err() != nil:
+		case errors.Is(err, ErrUnavailable):
 			l.cfg.Logger.Debug("redis connect failed", "addrs", l.cfg.Addrs, "attempt", attempts, "err", err)
+		default:
+			// Reached, but it refused the function library: no retry fixes that
+			// by itself, so say so (rarely) while trying on.
+			l.warnRarely(&l.connectLog, "redis refused the function library; still trying", "addrs", l.cfg.Addrs, "err", err)
 		}
 	}
 	tick := time.NewTicker(l.cfg.HealthInterval)
