@@ -81,11 +81,12 @@ const (
 
 // MemoryLog is the embedded Log: per-room ring buffers and an in-process doorbell.
 type MemoryLog struct {
-	cfg     MemoryConfig
-	started time.Time
-	seed    maphash.Seed
-	shards  [memShards]memShard
-	subs    [memShards]subShard
+	cfg    MemoryConfig
+	seed   maphash.Seed
+	shards [memShards]memShard
+	subs   [memShards]subShard
+
+	started time.Time // for Health
 
 	roomCount atomic.Int64
 	bytes     atomic.Int64
