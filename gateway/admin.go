@@ -25,6 +25,7 @@ type statsBody struct {
 	ResumesPerSecond  float64           `json:"resumes_per_second"`
 	UptimeSeconds     float64           `json:"uptime_seconds"`
 	Drain             drainBody         `json:"drain"`
+	Backend           backendBody       `json:"backend"`
 }
 
 type drainBody struct {
@@ -56,6 +57,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 		ResumesPerSecond:  s.resumes.rate(now),
 		UptimeSeconds:     now.Sub(s.started).Seconds(),
 		Drain:             drainBody{Closed: p.Closed, ElapsedSeconds: p.Elapsed.Seconds()},
+		Backend:           s.backend(),
 	})
 }
 

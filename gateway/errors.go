@@ -68,3 +68,12 @@ func unavailable(msg string) *apiError {
 	e.RetryAfter = 1
 	return e
 }
+
+// errOutcomeUnknown answers a publish that may have reached the log although the
+// call failed (no answer in time, a lost connection, too few replicas).
+func errOutcomeUnknown() *apiError {
+	e := newError(http.StatusServiceUnavailable, "outcome_unknown",
+		"the event may have been published: its outcome is unknown; retry with the same Idempotency-Key to publish it at most once")
+	e.RetryAfter = 1
+	return e
+}

@@ -80,6 +80,8 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			stat(func(st rooms.Stats) float64 { return float64(st.Resyncs) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_drain_state", Help: "Lifecycle state: 1 ready, 2 draining, 3 stopped."},
 			func() float64 { return float64(s.drain.State()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_backend_up", Help: "1 when the log's backend answered its last health check, else 0 (readiness does not follow it)."},
+			s.backendUp),
 	}
 	cs = append(cs, logCollectors(s.log)...)
 	for _, c := range cs {

@@ -208,6 +208,11 @@ func (s *Server) publishFailed(ctx context.Context, room string, err error) *api
 		aerr = newError(http.StatusBadRequest, "invalid_message", "the message failed validation")
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		aerr = newError(499, "client_closed", "the client went away")
+	case errors.Is(err, replay.ErrOutcomeUnknown):
+		// The log may have run it: saying "not published" could make a retry
+		// without a key publish it twice.
+		s.cfg.Logger.Warn("publish outcome unknown", "room", room, "err", err)
+		aerr = errOutcomeUnknown()
 	default:
 		// Unavailable, closed or timed out: the event was not published.
 		s.cfg.Logger.Warn("publish failed", "room", room, "err", err)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"math/rand/v2"
@@ -104,24 +103,11 @@ func (s *Server) Admin() http.Handler {
 	return s.edge(r)
 }
 
-// pinger is the optional capability of a log that can tell whether its backend is
-// reachable.
-type pinger interface {
-	Ping(ctx context.Context) error
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+// readyz follows the drain lifecycle only, never the backend (see healthReporter).
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.drain.Ready() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.drain.State().String()})
 		return
-	}
-	if p, ok := s.log.(pinger); ok {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if err := p.Ping(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "backend_unavailable"})
-			return
-		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -51,6 +51,13 @@ var (
 	ErrFull = errors.New("replay: log is full")
 	// ErrUnavailable: the backend cannot be reached; the caller may retry later.
 	ErrUnavailable = errors.New("replay: backend unavailable")
+	// ErrOutcomeUnknown: an Append may have run although it failed: the command
+	// reached the backend (or may have) and its answer did not come back in time or
+	// the connection was lost, or WAIT saw fewer replicas than required (the event is
+	// stored, perhaps not durably). Such an error also matches ErrUnavailable; check
+	// for ErrOutcomeUnknown first. Retrying with the same IdempotencyKey publishes at
+	// most once.
+	ErrOutcomeUnknown = errors.New("replay: outcome unknown: the event may have been published")
 	// ErrInvalid: the room name, event type or body failed validation.
 	ErrInvalid = errors.New("replay: invalid message")
 )

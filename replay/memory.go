@@ -90,6 +90,8 @@ type MemoryLog struct {
 	shards [memShards]memShard
 	subs   [memShards]subShard
 
+	started time.Time // for Health
+
 	roomCount atomic.Int64
 	bytes     atomic.Int64
 	closed    atomic.Bool
@@ -135,7 +137,7 @@ func NewMemoryLog(cfg MemoryConfig) (*MemoryLog, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	l := &MemoryLog{cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &MemoryLog{cfg: cfg, started: time.Now(), seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range l.shards {
 		l.shards[i].rooms = make(map[string]*memRoom)
 		l.subs[i].rings = make(map[string]func(Event))

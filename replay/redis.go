@@ -59,6 +59,9 @@ type RedisConfig struct {
 	// Timeout bounds each call to the log, retries included (default 2s). It is also
 	// the dial timeout.
 	Timeout time.Duration
+	// HealthInterval is how often the log checks that its backend answers (PING,
+	// bounded by Timeout), for Health (default 1s).
+	HealthInterval time.Duration
 	// Logger receives the log's own warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -76,6 +79,9 @@ func (c *RedisConfig) fill() error {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Second
 	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = time.Second
+	}
 	if c.WaitReplicas > 0 && c.WaitTimeout == 0 {
 		c.WaitTimeout = min(500*time.Millisecond, c.Timeout/2)
 	}
@@ -91,6 +97,8 @@ func (c *RedisConfig) fill() error {
 		return errors.New("replay: redis: history and idempotency ttl must be at least 1ms")
 	case c.Timeout < 0:
 		return fmt.Errorf("replay: redis: timeout %s: must be positive", c.Timeout)
+	case c.HealthInterval < 0:
+		return fmt.Errorf("replay: redis: health interval %s: must be positive", c.HealthInterval)
 	case c.WaitReplicas < 0:
 		return fmt.Errorf("replay: redis: wait replicas %d: must not be negative", c.WaitReplicas)
 	case c.WaitReplicas > 0 && (c.WaitTimeout < time.Millisecond || c.WaitTimeout >= c.Timeout):
@@ -115,7 +123,14 @@ func (c *RedisConfig) fill() error {
 // surely did not run (TRYAGAIN, CLUSTERDOWN, MOVED, ASK, LOADING, MASTERDOWN, a
 // failed dial) are retried with jittered backoff within the call's Timeout; an
 // Append whose outcome is unknown (connection lost after sending) is retried only
-// when it has an idempotency key.
+// when it has an idempotency key. An Append that may have run although it failed (no
+// answer in time, a lost connection, too few replicas after WAIT) fails with
+// ErrOutcomeUnknown as well as ErrUnavailable. Until the log first connects, every
+// call fails with ErrUnavailable; Health reports whether the backend answers.
+//
+// What Redis hands back is validated like client input (redis_validate.go): a
+// malformed doorbell rings a zero Event, a malformed log entry is ErrGap, a
+// malformed room head is ErrUnavailable.
 //
 // Concurrency: every method is safe for concurrent use. A room's ring is called for
 // one event at a time, on rueidis's goroutines (the room's Receive goroutine for
@@ -125,7 +140,10 @@ func (c *RedisConfig) fill() error {
 // (held while ring runs). None is held across Redis I/O.
 type RedisLog struct {
 	cfg    RedisConfig
-	client rueidis.Client
+	client rueidis.Client // set once, under mu, before connected turns true
+
+	connected atomic.Bool
+	health    atomic.Pointer[Health]
 
 	life   context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -145,6 +163,11 @@ type RedisLog struct {
 	reloads      atomic.Uint64
 	resubscribes atomic.Uint64
 	badMessages  atomic.Uint64
+	badEntries   atomic.Uint64
+
+	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
+	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
+	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
 }
 
 var _ Log = (*RedisLog)(nil)
@@ -160,30 +183,75 @@ type RedisStats struct {
 	Retries uint64
 	// Reloads counts loads of the function library after a node did not know it.
 	Reloads uint64
-	// BadMessages counts doorbell messages that could not be decoded.
+	// BadMessages counts doorbell messages that could not be decoded or failed
+	// validation (each rang a zero Event instead).
 	BadMessages uint64
+	// BadEntries counts log reads that met an entry failing validation (each was
+	// reported as lost history, ErrGap) or a malformed head (each failed, wrapping
+	// ErrUnavailable).
+	BadEntries uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
-// ctx bounds the library load; connecting is bounded by cfg.Timeout per address.
+// ctx bounds this first attempt; connecting is bounded by cfg.Timeout per address.
+//
+// A backend that cannot be reached now is no error: the log starts all the same,
+// answers every call with an error wrapping ErrUnavailable, and keeps connecting in
+// the background (jittered backoff, until Close) until it is connected and the
+// library is loaded. Only a bad configuration, or a server that refuses the library
+// (an error answer, not an unreachable node), fails.
 func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	client, err := connectRedis(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("replay: redis connect %v: %w: %w", cfg.Addrs, ErrUnavailable, err)
-	}
 	life, cancel := context.WithCancel(context.Background())
-	l := &RedisLog{cfg: cfg, client: client, life: life, cancel: cancel, subs: make(map[string]*redisSub)}
-	lctx, lcancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer lcancel()
-	if err := l.loadLibrary(lctx); err != nil {
-		cancel()
-		client.Close()
-		return nil, fmt.Errorf("replay: redis load library: %w", l.mapErr(ctx, err))
+	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub)}
+	l.health.Store(&Health{Kind: "redis", ChangedAt: time.Now()})
+	if err := l.connect(ctx); err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			cancel()
+			return nil, err
+		}
+		cfg.Logger.Warn("redis backend unreachable at start-up: connecting in the background", "addrs", cfg.Addrs, "err", err)
 	}
+	l.wg.Add(1)
+	go l.monitor()
 	return l, nil
+}
+
+// connect makes a client and loads the library with it; only then does the log use
+// it. It fails wrapping ErrUnavailable when no node could be reached.
+func (l *RedisLog) connect(ctx context.Context) error {
+	client, err := connectRedis(ctx, l.cfg)
+	if err != nil {
+		return fmt.Errorf("replay: redis connect %v: %w: %w", l.cfg.Addrs, ErrUnavailable, err)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer lcancel()
+	if err := loadLibrary(lctx, client, l.cfg.Logger); err != nil {
+		client.Close()
+		return fmt.Errorf("replay: redis load library: %w", l.mapErr(ctx, err))
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		client.Close()
+		return ErrClosed
+	}
+	l.client = client
+	l.mu.Unlock()
+	l.connected.Store(true)
+	l.setUp(true, nil)
+	return nil
+}
+
+// usable fails, wrapping ErrUnavailable, until the log is connected. After it
+// returns nil, l.client is set for good.
+func (l *RedisLog) usable() error {
+	if l.connected.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: not connected to %v yet", ErrUnavailable, l.cfg.Addrs)
 }
 
 // connectRedis makes a client from the first seed that answers, trying them in a
@@ -228,6 +296,7 @@ func (l *RedisLog) Stats() RedisStats {
 		Retries:       l.retries.Load(),
 		Reloads:       l.reloads.Load(),
 		BadMessages:   l.badMessages.Load(),
+		BadEntries:    l.badEntries.Load(),
 	}
 }
 
@@ -271,6 +340,9 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 	if !validMessage(room, m) {
 		return Event{}, fmt.Errorf("replay: append %q: %w", room, ErrInvalid)
 	}
+	if err := l.usable(); err != nil {
+		return Event{}, fmt.Errorf("replay: append %q: %w", room, err)
+	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	ev, err := l.append(cctx, room, m)
@@ -283,6 +355,7 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 // append publishes one validated message, retrying what may be retried.
 func (l *RedisLog) append(ctx context.Context, room string, m Message) (Event, error) {
 	var ev Event
+	ran := false
 	err := l.retry(ctx, m.IdempotencyKey != "", func(ctx context.Context) error {
 		var err error
 		if l.cfg.WaitReplicas > 0 {
@@ -290,9 +363,36 @@ func (l *RedisLog) append(ctx context.Context, room string, m Message) (Event, e
 		} else {
 			ev, err = decodePublish(l.client.Do(ctx, l.publishCmd(l.client.B(), room, m)), room, m)
 		}
+		ran = ran || mayHaveRun(err)
 		return err
 	})
-	return ev, err
+	return ev, unknownIf(ran, err)
+}
+
+// mayHaveRun reports whether a publish that failed with err may have run all the
+// same: it was handed to a connection and no answer came back (a deadline, a lost
+// connection), or WAIT saw too few replicas after it ran.
+func mayHaveRun(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return true
+	}
+	switch classify(err) {
+	case failUnknown, failDeadline:
+		return true
+	}
+	return false
+}
+
+// unknownIf marks err as ErrOutcomeUnknown when any attempt may have run: a later
+// attempt that surely did not run does not undo an earlier one that may have.
+func unknownIf(ran bool, err error) error {
+	if err == nil || !ran || errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 }
 
 func (l *RedisLog) publishCmd(b rueidis.Builder, room string, m Message) rueidis.Completed {
@@ -335,7 +435,7 @@ func (l *RedisLog) publishAndWait(ctx context.Context, room string, m Message) (
 			return err
 		}
 		if acked < int64(l.cfg.WaitReplicas) {
-			return fmt.Errorf("%w: %w (%d of %d in %s)", ErrUnavailable, errNotReplicated, acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
+			return fmt.Errorf("%w: %w (%d of %d in %s)", ErrOutcomeUnknown, errNotReplicated, acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
 		}
 		return nil
 	})
@@ -357,6 +457,11 @@ func decodePublish(res rueidis.RedisResult, room string, m Message) (Event, erro
 	dup, err4 := arr[3].AsInt64()
 	if err := errors.Join(err1, err2, err3, err4); err != nil || seq < 1 {
 		return Event{}, fmt.Errorf("publish answered %v: %v", arr, err)
+	}
+	if !validEpoch(epoch) || seq > MaxSeq || ts <= 0 {
+		// It ran over a room head someone else wrote: stored, but under no position
+		// a reader could use.
+		return Event{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, errBadHead)
 	}
 	ev := Event{Room: room, Epoch: epoch, Seq: uint64(seq), TS: ts}
 	if dup == 0 {
@@ -387,6 +492,8 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 		return fill(ErrClosed)
 	case n == 0:
 		return evs, errs
+	case l.usable() != nil:
+		return fill(fmt.Errorf("replay: append batch: %w", l.usable()))
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -410,10 +517,12 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 		for j, res := range l.client.DoMulti(cctx, cmds...) {
 			i := idx[j]
 			ev, err := decodePublish(res, rooms[i], msgs[i])
+			ran := mayHaveRun(err)
 			if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
 				l.retries.Add(1)
 				ev, err = l.append(cctx, rooms[i], msgs[i])
 			}
+			err = unknownIf(ran, err)
 			if err != nil {
 				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
 				continue
@@ -443,10 +552,13 @@ func (l *RedisLog) appendEach(cctx, ctx context.Context, idx []int, rooms []stri
 	wg.Wait()
 }
 
-// Ping checks that the backend answers, within Timeout. It is what /readyz asks.
+// Ping checks that the backend answers, within Timeout.
 func (l *RedisLog) Ping(ctx context.Context) error {
 	if l.isClosed.Load() {
 		return ErrClosed
+	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("replay: ping: %w", err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -466,6 +578,7 @@ func (l *RedisLog) Close(ctx context.Context) error {
 	}
 	l.closed = true
 	l.isClosed.Store(true)
+	client := l.client
 	l.mu.Unlock()
 	l.cancel()
 	done := make(chan struct{})
@@ -473,7 +586,9 @@ func (l *RedisLog) Close(ctx context.Context) error {
 		l.wg.Wait()
 		close(done)
 	}()
-	defer l.client.Close()
+	if client != nil {
+		defer client.Close()
+	}
 	select {
 	case <-done:
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -29,7 +30,7 @@ func classify(err error) failure {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return failDeadline
 	}
-	if errors.Is(err, ErrUnavailable) { // already decided (WAIT saw too few replicas)
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) { // already decided (WAIT saw too few replicas)
 		return failOther
 	}
 	if errors.Is(err, rueidis.ErrNoSlot) {
@@ -74,8 +75,9 @@ func retryable(err error, safe bool) bool {
 }
 
 // mapErr turns a Redis-facing error into the package's sentinels: ErrUnavailable
-// for anything that may pass (the underlying error stays wrapped), ErrFull for a
-// node out of memory, ErrClosed after Close. parent is the caller's own context: when
+// for anything that may pass (the underlying error stays wrapped, ErrOutcomeUnknown
+// among them when an Append may have run), ErrFull for a node out of memory,
+// ErrClosed after Close. parent is the caller's own context: when
 // the caller gave up, its error is returned as it is.
 func (l *RedisLog) mapErr(parent context.Context, err error) error {
 	if l.isClosed.Load() && (errors.Is(err, rueidis.ErrClosing) || errors.Is(err, context.Canceled)) {
@@ -91,6 +93,9 @@ func (l *RedisLog) mapErr(parent context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case failFull:
 		return fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	if errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
@@ -161,7 +166,7 @@ func (l *RedisLog) reloadLibrary(ctx context.Context) error {
 		l.reloads.Add(1)
 		lctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 		defer cancel()
-		err := l.loadLibrary(lctx)
+		err := loadLibrary(lctx, l.client, l.cfg.Logger)
 		if err == nil {
 			l.cfg.Logger.Info("redis function library reloaded", "library", RedisLibrary)
 		}
@@ -174,8 +179,8 @@ func (l *RedisLog) reloadLibrary(ctx context.Context) error {
 // refuse it (they get the library from their primary), and a node that cannot be
 // reached now gets it when it first answers that it does not know the function. It
 // fails when no node took the library, or when one answered with any other error.
-func (l *RedisLog) loadLibrary(ctx context.Context) error {
-	nodes := l.client.Nodes()
+func loadLibrary(ctx context.Context, client rueidis.Client, logger *slog.Logger) error {
+	nodes := client.Nodes()
 	var (
 		mu     sync.Mutex
 		loaded int
@@ -211,7 +216,7 @@ func (l *RedisLog) loadLibrary(ctx context.Context) error {
 		return errors.New("no node took the function library")
 	}
 	if len(down) > 0 {
-		l.cfg.Logger.Warn("redis function library not loaded on every node", "library", RedisLibrary, "err", errors.Join(down...))
+		logger.Warn("redis function library not loaded on every node", "library", RedisLibrary, "err", errors.Join(down...))
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,8 +41,23 @@ func TestDecodeDoorbell(t *testing.T) {
 		{"typed", "ep1 7 1700000000123 chat\n{\"a\":1}", true,
 			Event{Room: "r", Epoch: "ep1", Seq: 7, TS: 1700000000123, Type: "chat", Body: []byte(`{"a":1}`)}},
 		{"default type", "ep1 1 5 \n\"x\"", true, Event{Room: "r", Epoch: "ep1", Seq: 1, TS: 5, Body: []byte(`"x"`)}},
-		{"body with newline and spaces", "e 2 3 t\n{\"a\": \"b\nc\"}", true,
-			Event{Room: "r", Epoch: "e", Seq: 2, TS: 3, Type: "t", Body: []byte("{\"a\": \"b\nc\"}")}},
+		{"body with spaces", "e 2 3 t\n{\"a\": \"b c\"}", true,
+			Event{Room: "r", Epoch: "e", Seq: 2, TS: 3, Type: "t", Body: []byte("{\"a\": \"b c\"}")}},
+		{"largest seq", "e 999999999999999 3 t\n1", true, Event{Room: "r", Epoch: "e", Seq: MaxSeq, TS: 3, Type: "t", Body: []byte("1")}},
+		{"raw newline in body", "e 2 3 t\n{\"a\": \"b\nc\"}", false, Event{}},
+		{"raw CR in body", "e 2 3 t\n[1,\r2]", false, Event{}},
+		{"body not JSON", "e 2 3 t\n{\"a\":", false, Event{}},
+		{"body two values", "e 2 3 t\n1 2", false, Event{}},
+		{"reserved type", "e 2 3 resync\n{}", false, Event{}},
+		{"reserved type in other case", "e 2 3 ReAuth\n{}", false, Event{}},
+		{"type error", "e 2 3 error\n{}", false, Event{}},
+		{"type with space", "e 2 3 a b\n{}", false, Event{}},
+		{"type too long", "e 2 3 " + strings.Repeat("t", 65) + "\n{}", false, Event{}},
+		{"seq 16 digits", "e 1000000000000000 3 t\n1", false, Event{}},
+		{"seq leading plus", "e +2 3 t\n1", false, Event{}},
+		{"ts zero", "e 1 0 t\n1", false, Event{}},
+		{"ts negative", "e 1 -5 t\n1", false, Event{}},
+		{"epoch too long", strings.Repeat("e", 33) + " 1 3 t\n1", false, Event{}},
 		{"no body", "e 2 3 t\n", false, Event{}},
 		{"no newline", "e 2 3 t", false, Event{}},
 		{"seq zero", "e 0 3 t\n1", false, Event{}},
@@ -62,13 +79,21 @@ func TestDecodeDoorbell(t *testing.T) {
 func FuzzDecodeDoorbell(f *testing.F) {
 	f.Add("ep1 7 1700000000123 chat\n{\"a\":1}")
 	f.Add("e 1 1 \n1")
+	f.Add("e 2 3 resync\n{}")
+	f.Add("e 2 3 t\n{\"a\":\"b\nc\"}")
 	f.Fuzz(func(t *testing.T, msg string) {
 		ev, ok := decodeDoorbell("r", msg)
 		if !ok {
 			return
 		}
-		if ev.Seq == 0 || len(ev.Body) == 0 || !validEpoch(ev.Epoch) || strings.ContainsAny(ev.Type, "\n") {
+		if ev.Seq == 0 || ev.Seq > MaxSeq || ev.TS <= 0 || !validEpoch(ev.Epoch) ||
+			(ev.Type != "" && !ValidType(ev.Type)) || !json.Valid(ev.Body) || bytes.ContainsAny(ev.Body, "\r\n") {
 			t.Fatalf("accepted %q as %+v", msg, ev)
+		}
+		// Whatever is accepted makes an envelope that is one line of valid JSON.
+		env := ev.AppendJSON(nil)
+		if !json.Valid(env) || bytes.ContainsAny(env, "\r\n") {
+			t.Fatalf("accepted %q: envelope %q", msg, env)
 		}
 	})
 }

@@ -2,10 +2,9 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -17,6 +16,7 @@ type sinceResult struct {
 	events []Event
 	head   Position
 	gap    bool
+	bad    bool // the gap is an entry that failed validation
 }
 
 // Since implements Log. A limit of zero or less returns no events but still checks
@@ -28,6 +28,9 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 	}
 	if !ValidRoom(room) || (after.Epoch != "" && !validEpoch(after.Epoch)) {
 		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return nil, Position{}, fmt.Errorf("replay: since %q: %w", room, err)
 	}
 	if after.Seq >= MaxSeq {
 		// The function takes 15 digits at most, after.Seq+1 included: answer from
@@ -47,6 +50,12 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 			res, err = decodeSince(l.client.Do(ctx, l.sinceCmd(room, after, limit)), room)
 			return err
 		})
+		if err == nil && res.bad {
+			n := l.badEntries.Add(1)
+			l.warnRarely(&l.badEntryLog, "malformed log entry: reported as lost history (check who may write room keys)",
+				"room", room, "bad_entries", n)
+		}
+		l.countBadHead(room, err)
 		return res, err
 	})
 	if err != nil {
@@ -104,15 +113,27 @@ func decodeSince(res rueidis.RedisResult, room string) (sinceResult, error) {
 	if err != nil {
 		return sinceResult{}, err
 	}
+	if !validHead(epoch, seq) {
+		return sinceResult{}, errBadHead
+	}
 	out := sinceResult{head: Position{Epoch: epoch, Seq: uint64(seq)}, gap: gap != 0}
 	if len(entries) > 0 {
 		out.events = make([]Event, 0, len(entries))
 	}
+	prev := uint64(0)
 	for _, e := range entries {
 		ev, err := decodeEntry(e, room, epoch)
+		if err == nil && (ev.Seq <= prev || ev.Seq > out.head.Seq) {
+			err = fmt.Errorf("%w: seq %d out of order or past the head %d", errBadEntry, ev.Seq, out.head.Seq)
+		}
+		if errors.Is(err, errBadEntry) {
+			// Never pass it on: the history there is lost to readers.
+			return sinceResult{head: out.head, gap: true, bad: true}, nil
+		}
 		if err != nil {
 			return sinceResult{}, err
 		}
+		prev = ev.Seq
 		out.events = append(out.events, ev)
 	}
 	return out, nil
@@ -121,35 +142,17 @@ func decodeSince(res rueidis.RedisResult, room string) (sinceResult, error) {
 func decodeEntry(e rueidis.RedisMessage, room, epoch string) (Event, error) {
 	pair, err := e.ToArray()
 	if err != nil || len(pair) != 2 {
-		return Event{}, fmt.Errorf("log entry: %v", err)
+		return Event{}, fmt.Errorf("%w: %v", errBadEntry, err)
 	}
 	id, err := pair[0].ToString()
 	if err != nil {
-		return Event{}, err
-	}
-	seqText, _, _ := strings.Cut(id, "-")
-	seq, ok := parseSeq(seqText)
-	if !ok {
-		return Event{}, fmt.Errorf("log entry id %q", id)
+		return Event{}, fmt.Errorf("%w: %v", errBadEntry, err)
 	}
 	fields, err := pair[1].AsStrSlice()
 	if err != nil {
-		return Event{}, err
+		return Event{}, fmt.Errorf("%w: %v", errBadEntry, err)
 	}
-	ev := Event{Room: room, Epoch: epoch, Seq: seq}
-	for i := 0; i+1 < len(fields); i += 2 {
-		switch v := fields[i+1]; fields[i] {
-		case "epoch":
-			ev.Epoch = v
-		case "ts":
-			ev.TS, _ = strconv.ParseInt(v, 10, 64)
-		case "type":
-			ev.Type = v
-		case "body":
-			ev.Body = json.RawMessage(v)
-		}
-	}
-	return ev, nil
+	return entryEvent(room, epoch, id, fields)
 }
 
 // Head implements Log. Concurrent calls for one room share one read.
@@ -159,6 +162,9 @@ func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
 	}
 	if !ValidRoom(room) {
 		return Position{}, fmt.Errorf("replay: head %q: %w", room, ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return Position{}, fmt.Errorf("replay: head %q: %w", room, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -171,6 +177,7 @@ func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
 			head, err = decodeHead(l.client.Do(ctx, l.client.B().Hmget().Key(redisSeqKey(room)).Field("epoch", "seq").Build()))
 			return err
 		})
+		l.countBadHead(room, err)
 		return head, err
 	})
 	if err != nil {
@@ -195,6 +202,9 @@ func decodeHead(res rueidis.RedisResult) (Position, error) {
 	seq, err := arr[1].AsInt64()
 	if err != nil {
 		return Position{}, err
+	}
+	if !validHead(epoch, seq) {
+		return Position{}, errBadHead
 	}
 	return Position{Epoch: epoch, Seq: uint64(seq)}, nil
 }

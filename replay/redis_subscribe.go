@@ -2,11 +2,8 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +46,9 @@ type redisSub struct {
 func (l *RedisLog) Subscribe(ctx context.Context, room string, ring func(Event)) error {
 	if !ValidRoom(room) {
 		return fmt.Errorf("replay: subscribe %q: %w", room, ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("replay: subscribe %q: %w", room, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -256,12 +256,14 @@ func (s *redisSub) onSubscription(l *RedisLog) func(rueidis.PubSubSubscription) 
 }
 
 // onMessage returns the message callback: decode, ring, nothing else. A message
-// that does not decode rings a zero Event, so the reader goes to the log.
+// that does not decode or validate rings a zero Event, so the reader goes to the log.
 func (s *redisSub) onMessage(l *RedisLog) func(rueidis.PubSubMessage) {
 	return func(m rueidis.PubSubMessage) {
 		ev, ok := decodeDoorbell(s.room, m.Message)
 		if !ok {
-			l.badMessages.Add(1)
+			n := l.badMessages.Add(1)
+			l.warnRarely(&l.badMessageLog, "malformed doorbell ignored; reading the log instead (check who may SPUBLISH to room channels)",
+				"room", s.room, "bad_messages", n)
 			ev = Event{}
 		}
 		s.ringMu.Lock()
@@ -289,26 +291,4 @@ func (l *RedisLog) onReceiveReturn(s *redisSub) func(error, rueidis.CommandClien
 		}
 		return err
 	}
-}
-
-// decodeDoorbell reads a doorbell message, "<epoch> <seq> <ts> <type>\n<body>" (the
-// publish function writes it).
-func decodeDoorbell(room, msg string) (Event, bool) {
-	header, body, ok := strings.Cut(msg, "\n")
-	if !ok || body == "" {
-		return Event{}, false
-	}
-	f := strings.SplitN(header, " ", 4)
-	if len(f) != 4 || !validEpoch(f[0]) {
-		return Event{}, false
-	}
-	seq, ok := parseSeq(f[1])
-	if !ok || seq == 0 {
-		return Event{}, false
-	}
-	ts, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil {
-		return Event{}, false
-	}
-	return Event{Room: room, Epoch: f[0], Seq: seq, TS: ts, Type: f[3], Body: json.RawMessage(body)}, true
 }

@@ -522,13 +522,15 @@ func TestRedisConfigAndConnect(t *testing.T) {
 			t.Errorf("config %d: %v, want a config error", i, err)
 		}
 	}
-	// Nothing listens on a port just freed: connecting fails fast as unavailable.
+	// Nothing listens on a port just freed: the log starts, and its calls fail fast
+	// as unavailable (TestRedisConnectsInTheBackground follows it further).
 	redistest.Require(t)
 	s := redistest.Standalone(t)
 	addr := s.Addr
 	_, _ = s.Do("SHUTDOWN", "NOSAVE")
 	start := time.Now()
-	_, err := replay.NewRedisLog(context.Background(), replay.RedisConfig{Addrs: []string{addr}, Timeout: 300 * time.Millisecond})
+	l := newRedisLog(t, []string{addr}, replay.RedisConfig{Timeout: 300 * time.Millisecond})
+	_, err := l.Append(context.Background(), "r", msgN(1))
 	if !errors.Is(err, replay.ErrUnavailable) || time.Since(start) > 3*time.Second {
 		t.Fatalf("connect to nothing: %v after %s", err, time.Since(start))
 	}

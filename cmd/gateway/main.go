@@ -117,6 +117,10 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 }
 
 // openLog returns the shared Redis log with --redis, else the embedded memory log.
+// A Redis that cannot be reached is no error: the pod starts, serves streams a
+// longer retry: and publishes 503, and connects when Redis comes up (a pod that
+// exited instead would crash-loop with every other pod while Redis blips). Only a
+// bad configuration fails.
 func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
 	if cfg.Redis == "" {
 		return replay.NewMemoryLog(replay.MemoryConfig{

@@ -243,7 +243,7 @@ func freePort() (int, error) {
 func startNode(dir string, cluster bool, nodeTimeout time.Duration) (*Node, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
-		n, err := tryStartNode(dir, cluster, nodeTimeout)
+		n, err := tryStartNode(dir, 0, cluster, nodeTimeout)
 		if err == nil {
 			return n, nil
 		}
@@ -252,10 +252,13 @@ func startNode(dir string, cluster bool, nodeTimeout time.Duration) (*Node, erro
 	return nil, last
 }
 
-func tryStartNode(dir string, cluster bool, nodeTimeout time.Duration) (*Node, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+// tryStartNode starts a node on port, or on a free port when port is 0.
+func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration) (*Node, error) {
+	var err error
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
 	args := []string{

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay/redistest"
+)
+
+// TestStartsWhileRedisIsDown: a pod started while its Redis is unreachable starts and
+// is ready; streams get 200, a longer retry: and an end (never a status EventSource
+// gives up on), publishes 503 with Retry-After. When Redis comes up on that address
+// the pod connects: publishes are 201 and streams receive them. /readyz stays 200
+// throughout.
+func TestStartsWhileRedisIsDown(t *testing.T) {
+	redistest.Require(t)
+	port := redistest.FreePort(t)
+	p := startGateway(t, "--redis", "127.0.0.1:"+strconv.Itoa(port), "--redis-timeout", "300ms",
+		"--retry-min", "1s", "--retry-max", "2s")
+	ready := func() {
+		t.Helper()
+		res, err := http.Get(p.public + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("readyz %d", res.StatusCode)
+		}
+	}
+	ready()
+	room := redistest.Prefix(t)
+	res, err := http.Get(p.public + "/rooms/" + room + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body) // the stream ends by itself
+	res.Body.Close()
+	retry, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(string(body)), "retry: "))
+	if err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") || retry < 2000 {
+		t.Fatalf("stream with redis down: %d %q %v, want 200 and one retry: of at least 2000ms", res.StatusCode, body, err)
+	}
+	publish := func() *http.Response {
+		t.Helper()
+		res, err := http.Post(p.public+"/rooms/"+room+"/events", "application/json", strings.NewReader(`{"hello":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	pub := publish()
+	pub.Body.Close()
+	if pub.StatusCode != http.StatusServiceUnavailable || pub.Header.Get("Retry-After") == "" {
+		t.Fatalf("publish with redis down: %d, Retry-After %q", pub.StatusCode, pub.Header.Get("Retry-After"))
+	}
+	ready()
+
+	redistest.StandaloneAt(t, port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := http.Get(p.admin + "/admin/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Backend struct{ Up bool } }
+		err = json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		if err == nil && st.Backend.Up {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the backend is not up 20s after redis started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ready()
+	res, err = http.Get(p.public + "/rooms/" + room + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry: ") {
+		t.Fatalf("stream with redis up: %q %v", line, err)
+	}
+	pub = publish()
+	out, _ := io.ReadAll(pub.Body)
+	pub.Body.Close()
+	if pub.StatusCode != http.StatusCreated {
+		t.Fatalf("publish with redis up: %d %s", pub.StatusCode, out)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before the event: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, `"hello":1`) {
+				t.Fatalf("event %q", line)
+			}
+			break
+		}
+	}
+}
