@@ -11,11 +11,16 @@ type seqRange struct{ lo, hi uint64 }
 
 // tracker checks one subscriber's view of one room: from the first seq it sees, every
 // later seq must be exactly the previous one plus one, within one epoch, across
-// reconnects. It is owned by one goroutine.
+// reconnects. A resync moves the expected position, but never makes a seq already
+// delivered in the same epoch new again: after a resync that goes behind what was
+// delivered, a repeated seq is a duplicate. It is owned by one goroutine.
 type tracker struct {
 	epoch   []byte
 	started bool
-	last    uint64
+	last    uint64 // the expected position: the last seq seen, or the resync's seq
+	// high is the highest seq delivered in this epoch (0: none yet). It only grows
+	// within an epoch; a resync in the same epoch leaves it alone.
+	high uint64
 
 	// afterResync: the next event may carry the resync's seq (read as "next") or the
 	// one after it (read as "head"); both are accepted without a gap.
@@ -39,16 +44,20 @@ func (t *tracker) observe(epoch []byte, seq uint64) {
 	case !bytes.Equal(epoch, t.epoch):
 		t.epochChanges++
 		t.start(epoch, seq)
-	case t.afterResync && (seq == t.last || seq == t.last+1):
+	case seq > t.high && (seq > t.last || t.afterResync && seq == t.last):
+		// New ground. After a resync the expected position may sit behind what was
+		// delivered; the seqs between were delivered, not missed.
+		if from := max(t.last, t.high) + 1; seq > from {
+			t.addMissing(from, seq-1)
+		}
 		t.afterResync = false
 		t.last = seq
-	case seq == t.last+1:
-		t.last = seq
-	case seq > t.last:
-		t.addMissing(t.last+1, seq-1)
-		t.afterResync = false
-		t.last = seq
+		t.high = seq
 	default:
+		// Delivered before in this epoch (or a hole filled late), whatever a resync
+		// in between said.
+		t.afterResync = false
+		t.last = max(t.last, seq)
 		if t.fill(seq) {
 			t.late++
 		} else {
@@ -60,6 +69,9 @@ func (t *tracker) observe(epoch []byte, seq uint64) {
 // resync records a resync frame: the stream continues from seq in epoch.
 func (t *tracker) resync(epoch []byte, seq uint64) {
 	t.resyncs++
+	if !t.started || !bytes.Equal(epoch, t.epoch) {
+		t.high = 0
+	}
 	t.epoch = append(t.epoch[:0], epoch...)
 	t.started = true
 	t.afterResync = true
@@ -71,6 +83,7 @@ func (t *tracker) start(epoch []byte, seq uint64) {
 	t.started = true
 	t.afterResync = false
 	t.last = seq
+	t.high = seq
 }
 
 func (t *tracker) addMissing(lo, hi uint64) {

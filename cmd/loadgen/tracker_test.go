@@ -47,6 +47,13 @@ func TestTracker(t *testing.T) {
 		{name: "resync as first frame", steps: []step{{"e", 10, true}, {"e", 11, false}}, resyncs: 1},
 		{name: "gap after resync", steps: []step{{"e", 10, true}, {"e", 14, false}}, resyncs: 1, gaps: 3, missing: []seqRange{{11, 13}}},
 		{name: "duplicate after resync", steps: []step{{"e", 10, true}, {"e", 11, false}, {"e", 11, false}}, resyncs: 1, dups: 1},
+		{name: "behind a forward resync", steps: []step{{"e", 1, false}, {"e", 90, true}, {"e", 50, false}, {"e", 91, false}}, resyncs: 1, dups: 1},
+		{name: "backwards resync then repeats", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 12, false}, {"e", 13, false}, {"e", 14, false}}, resyncs: 1, dups: 2},
+		{name: "backwards resync then its own seq", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 11, false}, {"e", 14, false}}, resyncs: 1, dups: 1},
+		{name: "backwards resync then new ground", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 14, false}, {"e", 15, false}}, resyncs: 1},
+		{name: "backwards resync then a gap", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 16, false}}, resyncs: 1, gaps: 2, missing: []seqRange{{14, 15}}},
+		{name: "resync at the head then the head again", steps: []step{{"e", 1, false}, {"e", 2, false}, {"e", 2, true}, {"e", 2, false}, {"e", 3, false}}, resyncs: 1, dups: 1},
+		{name: "resync to new epoch forgets the old one", steps: []step{{"a", 11, false}, {"a", 12, false}, {"b", 3, true}, {"b", 4, false}, {"b", 11, false}}, resyncs: 1, gaps: 6, missing: []seqRange{{5, 10}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
