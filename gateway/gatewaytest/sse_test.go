@@ -1,4 +1,4 @@
-package main
+package gatewaytest
 
 import (
 	"bufio"
@@ -202,20 +202,17 @@ func TestFieldHelpers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := uintAfter(data, []byte(tt.key))
+			got, ok := UintAfter(data, []byte(tt.key))
 			if got != tt.want || ok != tt.ok {
-				t.Errorf("uintAfter(%s) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.ok)
+				t.Errorf("UintAfter(%s) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.ok)
 			}
 		})
 	}
-	if _, ok := uintAfter([]byte(`"seq":99999999999999999999999`), keySeq); ok {
-		t.Error("uintAfter accepted an overflowing number")
+	if _, ok := UintAfter([]byte(`"seq":99999999999999999999999`), []byte(`"seq":`)); ok {
+		t.Error("UintAfter accepted an overflowing number")
 	}
-	if e, ok := stringAfter(data, keyEpoch); !ok || string(e) != "k3x9q" {
-		t.Errorf("stringAfter(epoch) = %q, %v", e, ok)
-	}
-	if e, ok := epochOfID([]byte("k3x9q:48")); !ok || string(e) != "k3x9q" {
-		t.Errorf("epochOfID = %q, %v", e, ok)
+	if e, ok := StringAfter(data, []byte(`"epoch":"`)); !ok || string(e) != "k3x9q" {
+		t.Errorf("StringAfter(epoch) = %q, %v", e, ok)
 	}
 }
 
@@ -263,10 +260,10 @@ func BenchmarkDecoder(b *testing.B) {
 			if err != nil {
 				break
 			}
-			if _, ok := uintAfter(ev.Data, keySeq); !ok {
+			if _, ok := UintAfter(ev.Data, []byte(`"seq":`)); !ok {
 				b.Fatal("no seq")
 			}
-			_, _ = uintAfter(ev.Data, keyT)
+			_, _ = UintAfter(ev.Data, []byte(`"t":`))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package gatewaytest
 
 import (
 	"slices"
@@ -29,76 +29,76 @@ func TestTracker(t *testing.T) {
 		late         uint64
 		epochChanges uint64
 		resyncs      uint64
-		missing      []seqRange
+		missing      []SeqRange
 	}{
 		{name: "dense from 1", steps: ev(1, 2, 3, 4)},
 		{name: "dense from the middle", steps: ev(41, 42, 43)},
-		{name: "one gap", steps: ev(1, 2, 5, 6), gaps: 2, missing: []seqRange{{3, 4}}},
-		{name: "two gaps", steps: ev(1, 3, 5), gaps: 2, missing: []seqRange{{2, 2}, {4, 4}}},
+		{name: "one gap", steps: ev(1, 2, 5, 6), gaps: 2, missing: []SeqRange{{3, 4}}},
+		{name: "two gaps", steps: ev(1, 3, 5), gaps: 2, missing: []SeqRange{{2, 2}, {4, 4}}},
 		{name: "duplicate", steps: ev(1, 2, 2, 3), dups: 1},
 		{name: "replayed old event", steps: ev(5, 6, 7, 5), dups: 1},
 		{name: "late arrival fills the hole", steps: ev(1, 3, 2, 4), late: 1},
-		{name: "late arrival splits a range", steps: ev(1, 5, 3), gaps: 2, late: 1, missing: []seqRange{{2, 2}, {4, 4}}},
-		{name: "late arrivals at range ends", steps: ev(1, 5, 2, 4), gaps: 1, late: 2, missing: []seqRange{{3, 3}}},
+		{name: "late arrival splits a range", steps: ev(1, 5, 3), gaps: 2, late: 1, missing: []SeqRange{{2, 2}, {4, 4}}},
+		{name: "late arrivals at range ends", steps: ev(1, 5, 2, 4), gaps: 1, late: 2, missing: []SeqRange{{3, 3}}},
 		{name: "epoch change without resync", steps: []step{{"a", 5, false}, {"b", 1, false}, {"b", 2, false}}, epochChanges: 1},
 		{name: "resync explains a jump", steps: []step{{"e", 1, false}, {"e", 2, false}, {"e", 90, true}, {"e", 91, false}}, resyncs: 1},
 		{name: "resync to new epoch", steps: []step{{"a", 7, false}, {"b", 3, true}, {"b", 4, false}, {"b", 5, false}}, resyncs: 1},
 		{name: "resync seq read as next", steps: []step{{"e", 1, false}, {"e", 90, true}, {"e", 90, false}, {"e", 91, false}}, resyncs: 1},
 		{name: "resync as first frame", steps: []step{{"e", 10, true}, {"e", 11, false}}, resyncs: 1},
-		{name: "gap after resync", steps: []step{{"e", 10, true}, {"e", 14, false}}, resyncs: 1, gaps: 3, missing: []seqRange{{11, 13}}},
+		{name: "gap after resync", steps: []step{{"e", 10, true}, {"e", 14, false}}, resyncs: 1, gaps: 3, missing: []SeqRange{{11, 13}}},
 		{name: "duplicate after resync", steps: []step{{"e", 10, true}, {"e", 11, false}, {"e", 11, false}}, resyncs: 1, dups: 1},
 		{name: "behind a forward resync", steps: []step{{"e", 1, false}, {"e", 90, true}, {"e", 50, false}, {"e", 91, false}}, resyncs: 1, dups: 1},
 		{name: "backwards resync then repeats", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 12, false}, {"e", 13, false}, {"e", 14, false}}, resyncs: 1, dups: 2},
 		{name: "backwards resync then its own seq", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 11, false}, {"e", 14, false}}, resyncs: 1, dups: 1},
 		{name: "backwards resync then new ground", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 14, false}, {"e", 15, false}}, resyncs: 1},
-		{name: "backwards resync then a gap", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 16, false}}, resyncs: 1, gaps: 2, missing: []seqRange{{14, 15}}},
+		{name: "backwards resync then a gap", steps: []step{{"e", 11, false}, {"e", 12, false}, {"e", 13, false}, {"e", 11, true}, {"e", 16, false}}, resyncs: 1, gaps: 2, missing: []SeqRange{{14, 15}}},
 		{name: "resync at the head then the head again", steps: []step{{"e", 1, false}, {"e", 2, false}, {"e", 2, true}, {"e", 2, false}, {"e", 3, false}}, resyncs: 1, dups: 1},
-		{name: "resync to new epoch forgets the old one", steps: []step{{"a", 11, false}, {"a", 12, false}, {"b", 3, true}, {"b", 4, false}, {"b", 11, false}}, resyncs: 1, gaps: 6, missing: []seqRange{{5, 10}}},
+		{name: "resync to new epoch forgets the old one", steps: []step{{"a", 11, false}, {"a", 12, false}, {"b", 3, true}, {"b", 4, false}, {"b", 11, false}}, resyncs: 1, gaps: 6, missing: []SeqRange{{5, 10}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var tr tracker
+			var tr Tracker
 			for _, s := range tt.steps {
 				if s.resync {
-					tr.resync([]byte(s.epoch), s.seq)
+					tr.Resync([]byte(s.epoch), s.seq)
 				} else {
-					tr.observe([]byte(s.epoch), s.seq)
+					tr.Observe([]byte(s.epoch), s.seq)
 				}
 			}
-			if tr.gaps() != tt.gaps || tr.duplicates != tt.dups || tr.late != tt.late ||
-				tr.epochChanges != tt.epochChanges || tr.resyncs != tt.resyncs {
+			if tr.Gaps() != tt.gaps || tr.Duplicates != tt.dups || tr.Late != tt.late ||
+				tr.EpochChanges != tt.epochChanges || tr.Resyncs != tt.resyncs {
 				t.Errorf("gaps %d dups %d late %d epochChanges %d resyncs %d; want %d %d %d %d %d",
-					tr.gaps(), tr.duplicates, tr.late, tr.epochChanges, tr.resyncs,
+					tr.Gaps(), tr.Duplicates, tr.Late, tr.EpochChanges, tr.Resyncs,
 					tt.gaps, tt.dups, tt.late, tt.epochChanges, tt.resyncs)
 			}
 			if !slices.Equal(tr.missing, tt.missing) {
 				t.Errorf("missing = %v, want %v", tr.missing, tt.missing)
 			}
 			wantLossy := tt.gaps+tt.dups+tt.late+tt.epochChanges > 0
-			if tr.lossy() != wantLossy {
-				t.Errorf("lossy = %v, want %v", tr.lossy(), wantLossy)
+			if tr.Lossy() != wantLossy {
+				t.Errorf("lossy = %v, want %v", tr.Lossy(), wantLossy)
 			}
 		})
 	}
 }
 
 func TestTrackerBoundsMissing(t *testing.T) {
-	var tr tracker
+	var tr Tracker
 	seq := uint64(1)
-	tr.observe([]byte("e"), seq)
-	for range maxMissingRanges + 10 {
+	tr.Observe([]byte("e"), seq)
+	for range MaxMissingRanges + 10 {
 		seq += 2 // skip one each time
-		tr.observe([]byte("e"), seq)
+		tr.Observe([]byte("e"), seq)
 	}
-	if len(tr.missing) != maxMissingRanges {
-		t.Errorf("remembered %d ranges, want the bound %d", len(tr.missing), maxMissingRanges)
+	if len(tr.missing) != MaxMissingRanges {
+		t.Errorf("remembered %d ranges, want the bound %d", len(tr.missing), MaxMissingRanges)
 	}
-	if got, want := tr.gaps(), uint64(maxMissingRanges+10); got != want {
+	if got, want := tr.Gaps(), uint64(MaxMissingRanges+10); got != want {
 		t.Errorf("gaps = %d, want %d", got, want)
 	}
 	// A late arrival for a remembered hole still fills it.
-	tr.observe([]byte("e"), 2)
-	if tr.late != 1 || tr.gaps() != maxMissingRanges+9 {
-		t.Errorf("late %d gaps %d after filling seq 2", tr.late, tr.gaps())
+	tr.Observe([]byte("e"), 2)
+	if tr.Late != 1 || tr.Gaps() != MaxMissingRanges+9 {
+		t.Errorf("late %d gaps %d after filling seq 2", tr.Late, tr.Gaps())
 	}
 }

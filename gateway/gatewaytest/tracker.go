@@ -1,20 +1,20 @@
-package main
+package gatewaytest
 
 import "bytes"
 
-// maxMissingRanges bounds how many holes a tracker remembers individually; holes past
+// MaxMissingRanges bounds how many holes a tracker remembers individually; holes past
 // it are only counted and can no longer be filled by a late arrival.
-const maxMissingRanges = 64
+const MaxMissingRanges = 64
 
-// seqRange is an inclusive run of missing seqs.
-type seqRange struct{ lo, hi uint64 }
+// SeqRange is an inclusive run of missing seqs.
+type SeqRange struct{ Lo, Hi uint64 }
 
-// tracker checks one subscriber's view of one room: from the first seq it sees, every
+// Tracker checks one subscriber's view of one room: from the first seq it sees, every
 // later seq must be exactly the previous one plus one, within one epoch, across
 // reconnects. A resync moves the expected position, but never makes a seq already
 // delivered in the same epoch new again: after a resync that goes behind what was
 // delivered, a repeated seq is a duplicate. It is owned by one goroutine.
-type tracker struct {
+type Tracker struct {
 	epoch   []byte
 	started bool
 	last    uint64 // the expected position: the last seq seen, or the resync's seq
@@ -26,23 +26,23 @@ type tracker struct {
 	// one after it (read as "head"); both are accepted without a gap.
 	afterResync bool
 
-	missing []seqRange
+	missing []SeqRange
 	// overflowGaps counts missing seqs that did not fit in missing.
 	overflowGaps uint64
 
-	duplicates   uint64 // seqs seen twice
-	late         uint64 // missing seqs that arrived later, out of order
-	resyncs      uint64
-	epochChanges uint64 // a new epoch without a resync frame announcing it
+	Duplicates   uint64 // seqs seen twice
+	Late         uint64 // missing seqs that arrived later, out of order
+	Resyncs      uint64
+	EpochChanges uint64 // a new epoch without a resync frame announcing it
 }
 
-// observe records an event.
-func (t *tracker) observe(epoch []byte, seq uint64) {
+// Observe records an event.
+func (t *Tracker) Observe(epoch []byte, seq uint64) {
 	switch {
 	case !t.started:
 		t.start(epoch, seq)
 	case !bytes.Equal(epoch, t.epoch):
-		t.epochChanges++
+		t.EpochChanges++
 		t.start(epoch, seq)
 	case seq > t.high && (seq > t.last || t.afterResync && seq == t.last):
 		// New ground. After a resync the expected position may sit behind what was
@@ -59,16 +59,16 @@ func (t *tracker) observe(epoch []byte, seq uint64) {
 		t.afterResync = false
 		t.last = max(t.last, seq)
 		if t.fill(seq) {
-			t.late++
+			t.Late++
 		} else {
-			t.duplicates++
+			t.Duplicates++
 		}
 	}
 }
 
-// resync records a resync frame: the stream continues from seq in epoch.
-func (t *tracker) resync(epoch []byte, seq uint64) {
-	t.resyncs++
+// Resync records a resync frame: the stream continues from seq in epoch.
+func (t *Tracker) Resync(epoch []byte, seq uint64) {
+	t.Resyncs++
 	if !t.started || !bytes.Equal(epoch, t.epoch) {
 		t.high = 0
 	}
@@ -78,7 +78,7 @@ func (t *tracker) resync(epoch []byte, seq uint64) {
 	t.last = seq
 }
 
-func (t *tracker) start(epoch []byte, seq uint64) {
+func (t *Tracker) start(epoch []byte, seq uint64) {
 	t.epoch = append(t.epoch[:0], epoch...)
 	t.started = true
 	t.afterResync = false
@@ -86,35 +86,35 @@ func (t *tracker) start(epoch []byte, seq uint64) {
 	t.high = seq
 }
 
-func (t *tracker) addMissing(lo, hi uint64) {
-	if len(t.missing) >= maxMissingRanges {
+func (t *Tracker) addMissing(lo, hi uint64) {
+	if len(t.missing) >= MaxMissingRanges {
 		t.overflowGaps += hi - lo + 1
 		return
 	}
-	t.missing = append(t.missing, seqRange{lo, hi})
+	t.missing = append(t.missing, SeqRange{lo, hi})
 }
 
 // fill removes seq from the missing ranges and reports whether it was missing.
-func (t *tracker) fill(seq uint64) bool {
+func (t *Tracker) fill(seq uint64) bool {
 	for i, r := range t.missing {
-		if seq < r.lo || seq > r.hi {
+		if seq < r.Lo || seq > r.Hi {
 			continue
 		}
 		switch {
-		case r.lo == r.hi:
+		case r.Lo == r.Hi:
 			t.missing = append(t.missing[:i], t.missing[i+1:]...)
-		case seq == r.lo:
-			t.missing[i].lo++
-		case seq == r.hi:
-			t.missing[i].hi--
+		case seq == r.Lo:
+			t.missing[i].Lo++
+		case seq == r.Hi:
+			t.missing[i].Hi--
 		default:
 			// Split the range; past the bound the upper part is only counted.
-			upper := seqRange{seq + 1, r.hi}
-			t.missing[i].hi = seq - 1
-			if len(t.missing) >= maxMissingRanges {
-				t.overflowGaps += upper.hi - upper.lo + 1
+			upper := SeqRange{seq + 1, r.Hi}
+			t.missing[i].Hi = seq - 1
+			if len(t.missing) >= MaxMissingRanges {
+				t.overflowGaps += upper.Hi - upper.Lo + 1
 			} else {
-				t.missing = append(t.missing, seqRange{})
+				t.missing = append(t.missing, SeqRange{})
 				copy(t.missing[i+2:], t.missing[i+1:])
 				t.missing[i+1] = upper
 			}
@@ -124,16 +124,23 @@ func (t *tracker) fill(seq uint64) bool {
 	return false
 }
 
-// gaps returns the number of seqs still missing.
-func (t *tracker) gaps() uint64 {
+// Gaps returns the number of seqs still missing.
+func (t *Tracker) Gaps() uint64 {
 	n := t.overflowGaps
 	for _, r := range t.missing {
-		n += r.hi - r.lo + 1
+		n += r.Hi - r.Lo + 1
 	}
 	return n
 }
 
-// lossy reports whether the subscriber saw anything a resync does not explain.
-func (t *tracker) lossy() bool {
-	return t.gaps() > 0 || t.duplicates > 0 || t.late > 0 || t.epochChanges > 0
+// Lossy reports whether the subscriber saw anything a resync does not explain.
+func (t *Tracker) Lossy() bool {
+	return t.Gaps() > 0 || t.Duplicates > 0 || t.Late > 0 || t.EpochChanges > 0
 }
+
+// Missing returns the holes the tracker remembers, oldest first (at most
+// MaxMissingRanges; Gaps counts the rest too).
+func (t *Tracker) Missing() []SeqRange { return append([]SeqRange(nil), t.missing...) }
+
+// Last returns the expected position: the last seq seen, or the last resync's seq.
+func (t *Tracker) Last() uint64 { return t.last }
