@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // turnedAway asserts that the stream was answered 200, a retry hint in the longer
@@ -47,7 +48,7 @@ func TestAdmissionCapacity(t *testing.T) {
 	b.nextAny()
 	turnedAway(t, p.subscribe(t, "r", ""), cfg)
 	a.close()
-	eventually(t, "a place freed", func() bool { return p.rooms.Len() == 1 })
+	replaytest.Eventually(t, 10*time.Second, "a place freed", func() bool { return p.rooms.Len() == 1 })
 	c := p.subscribe(t, "r", "")
 	if f, _ := c.nextAny(); f.retry < 1000 || f.retry > 2000 {
 		t.Fatalf("after a stream ended the next one was not admitted: %+v", f)

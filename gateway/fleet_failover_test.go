@@ -15,6 +15,7 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // traffic is the load of a failure test: resuming subscribers on several pods and
@@ -72,7 +73,7 @@ func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
 		tr.wg.Go(func() { s.run(tr.stop) })
 	}
 	// Publishing starts once every subscriber is in: each must then see seq 1 on.
-	eventually(t, "every subscriber joined", func() bool {
+	replaytest.Eventually(t, 10*time.Second, "every subscriber joined", func() bool {
 		n := 0
 		for _, pd := range pods {
 			n += pd.rooms.Len()

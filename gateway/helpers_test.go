@@ -281,16 +281,3 @@ func (s *stream) waitEnd() []frame {
 		out = append(out, f)
 	}
 }
-
-// eventually polls cond until it holds or 10s pass: for states that no event
-// announces (a counter settling after a connection closes).
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
