@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +30,7 @@ func TestAdmissionRate(t *testing.T) {
 		}
 	}
 	turnedAway(t, p.subscribe(t, "r", ""), cfg)
-	if m := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body; !strings.Contains(m, `roomcast_streams_rejected_total{reason="rate"} 1`) {
+	if p.metrics(t).Value("roomcast_streams_rejected_total", "reason", "rate") != 1 {
 		t.Fatal("the rejection was not counted")
 	}
 	if p.rooms.Len() != 3 {

@@ -101,8 +101,7 @@ func TestSlowConsumerIsClosedAndMemoryStaysBounded(t *testing.T) {
 	replaytest.Eventually(t, 10*time.Second, "stalled client closed", func() bool { return p.rooms.Len() <= 1 })
 	st := p.rooms.Stats()
 	if st.SlowDrops == 0 {
-		metrics := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body
-		if !strings.Contains(metrics, `roomcast_streams_closed_total{reason="write_failed"} 1`) {
+		if p.metrics(t).Value("roomcast_streams_closed_total", "reason", "write_failed") != 1 {
 			t.Fatal("the stalled client was neither dropped as slow nor timed out on write")
 		}
 	}
@@ -151,8 +150,7 @@ func TestWriteDeadlineClosesAStalledClient(t *testing.T) {
 			if st := p.rooms.Stats(); st.SlowDrops != 0 {
 				t.Fatalf("closed as a slow consumer (%d), want the write deadline", st.SlowDrops)
 			}
-			metrics := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body
-			if !strings.Contains(metrics, `roomcast_streams_closed_total{reason="write_failed"} 1`) {
+			if p.metrics(t).Value("roomcast_streams_closed_total", "reason", "write_failed") != 1 {
 				t.Fatal("the close was not counted as a write failure")
 			}
 			return

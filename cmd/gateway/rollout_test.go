@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
@@ -124,7 +125,7 @@ func TestRolloutDrainOneOfTwoPods(t *testing.T) {
 	stayedPut(t, a, moved, signalled)
 	beOld.checkReadiness(t, signalled)
 	beKept.checkReadiness(t, time.Time{})
-	m, err := metrics(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}, kept.admin)
+	m, err := gatewaytest.Scrape(context.Background(), &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}, kept.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	}
 	scrapeHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	scrapeStart := time.Now()
-	before, err := metrics(scrapeHC, pod.admin)
+	before, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 			case <-tick.C:
 			}
 			start := time.Now()
-			m, err := metrics(scrapeHC, pod.admin)
+			m, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 			if err != nil {
 				scrapeErrs++
 			} else {
@@ -404,7 +405,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	}
 	// The sampler takes one more sample, past the last admission, and stops.
 	stopSampling()
-	after, err := metrics(scrapeHC, pod.admin)
+	after, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
