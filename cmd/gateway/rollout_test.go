@@ -274,10 +274,10 @@ func (c *stormClient) attempt(ctx context.Context, hc *http.Client, url string) 
 		_, _ = io.Copy(io.Discard, res.Body)
 		return time.Second
 	}
-	br := bufio.NewReader(res.Body)
+	dec := gatewaytest.NewDecoder(bufio.NewReader(res.Body), nil)
 	hint, admitted := time.Duration(-1), false
 	for {
-		line, err := br.ReadString('\n')
+		f, err := dec.NextFrame()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -289,13 +289,10 @@ func (c *stormClient) attempt(ctx context.Context, hc *http.Client, url string) 
 			}
 			return max(hint, 0)
 		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case strings.HasPrefix(line, "retry: "):
-			if ms, err := strconv.Atoi(line[len("retry: "):]); err == nil {
-				hint = time.Duration(ms) * time.Millisecond
-			}
-		case line == ": hb" && !admitted:
+		if f.Retry >= 0 {
+			hint = time.Duration(f.Retry) * time.Millisecond
+		}
+		if f.Comment == "hb" && !admitted {
 			admitted = true
 			if c.admittedAt.IsZero() {
 				c.admittedAt, c.sentAt = at, sent
@@ -363,6 +360,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	var (
 		samples    = []scrapeSample{{start: scrapeStart, end: time.Now(), opened: opened(before)}}
 		scrapeErrs int
+		scrapeErr  error // the first
 	)
 	sampling := make(chan struct{})
 	samplerDone := make(chan struct{})
@@ -383,6 +381,9 @@ func TestRolloutReconnectStorm(t *testing.T) {
 			m, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 			if err != nil {
 				scrapeErrs++
+				if scrapeErr == nil {
+					scrapeErr = err
+				}
 			} else {
 				samples = append(samples, scrapeSample{start: start, end: time.Now(), opened: opened(m)})
 			}
@@ -471,10 +472,14 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	// increments: the bound allows counterLag of such delay.
 	const counterLag = 500 * time.Millisecond
 	if scrapeErrs > 0 {
-		t.Errorf("%d scrapes failed", scrapeErrs)
+		t.Errorf("%d scrapes failed, the first with %v", scrapeErrs, scrapeErr)
 	}
 	if len(samples) < 20 {
-		t.Fatalf("only %d samples of /metrics", len(samples))
+		var took []time.Duration
+		for _, s := range samples {
+			took = append(took, s.end.Sub(s.start).Round(time.Millisecond))
+		}
+		t.Fatalf("only %d samples of /metrics over %s, taking %v", len(samples), time.Since(start).Round(time.Millisecond), took)
 	}
 	peak, peakAt := 0.0, time.Duration(0)
 	for i := range samples {

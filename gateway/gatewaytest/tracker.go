@@ -25,6 +25,7 @@ type Tracker struct {
 	// afterResync: the next event may carry the resync's seq (read as "next") or the
 	// one after it (read as "head"); both are accepted without a gap.
 	afterResync bool
+	first       uint64 // ExpectFirst's seq; 0: any
 
 	missing []SeqRange
 	// overflowGaps counts missing seqs that did not fit in missing.
@@ -36,23 +37,64 @@ type Tracker struct {
 	EpochChanges uint64 // a new epoch without a resync frame announcing it
 }
 
-// Observe records an event.
-func (t *Tracker) Observe(epoch []byte, seq uint64) {
+// Verdict is what Observe made of one event.
+type Verdict int
+
+const (
+	InOrder     Verdict = iota + 1 // the next seq (or the first one seen)
+	Gap                            // seqs before it are missing
+	Duplicate                      // delivered before in this epoch
+	LateArrival                    // fills a hole, out of order
+	EpochChange                    // a new epoch no resync announced
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case InOrder:
+		return "in order"
+	case Gap:
+		return "gap"
+	case Duplicate:
+		return "duplicate"
+	case LateArrival:
+		return "late"
+	case EpochChange:
+		return "epoch change"
+	}
+	return "unknown"
+}
+
+// ExpectFirst makes the first event the tracker sees answer to seq: a later first
+// event counts the seqs before it as missing. Without it, the first event seen may
+// have any seq (a subscriber that joins a busy room).
+func (t *Tracker) ExpectFirst(seq uint64) { t.first = seq }
+
+// Observe records an event and says what it was.
+func (t *Tracker) Observe(epoch []byte, seq uint64) Verdict {
 	switch {
 	case !t.started:
 		t.start(epoch, seq)
+		if t.first > 0 && seq > t.first {
+			t.addMissing(t.first, seq-1)
+			return Gap
+		}
+		return InOrder
 	case !bytes.Equal(epoch, t.epoch):
 		t.EpochChanges++
 		t.start(epoch, seq)
+		return EpochChange
 	case seq > t.high && (seq > t.last || t.afterResync && seq == t.last):
 		// New ground. After a resync the expected position may sit behind what was
 		// delivered; the seqs between were delivered, not missed.
+		v := InOrder
 		if from := max(t.last, t.high) + 1; seq > from {
 			t.addMissing(from, seq-1)
+			v = Gap
 		}
 		t.afterResync = false
 		t.last = seq
 		t.high = seq
+		return v
 	default:
 		// Delivered before in this epoch (or a hole filled late), whatever a resync
 		// in between said.
@@ -60,9 +102,10 @@ func (t *Tracker) Observe(epoch []byte, seq uint64) {
 		t.last = max(t.last, seq)
 		if t.fill(seq) {
 			t.Late++
-		} else {
-			t.Duplicates++
+			return LateArrival
 		}
+		t.Duplicates++
+		return Duplicate
 	}
 }
 

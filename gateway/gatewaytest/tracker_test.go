@@ -102,3 +102,29 @@ func TestTrackerBoundsMissing(t *testing.T) {
 		t.Errorf("late %d gaps %d after filling seq 2", tr.Late, tr.Gaps())
 	}
 }
+
+func TestTrackerVerdicts(t *testing.T) {
+	var tr Tracker
+	tr.ExpectFirst(1)
+	e := []byte("e")
+	steps := []struct {
+		seq  uint64
+		want Verdict
+	}{{3, Gap}, {4, InOrder}, {2, LateArrival}, {4, Duplicate}, {1, LateArrival}, {5, InOrder}}
+	for _, s := range steps {
+		if got := tr.Observe(e, s.seq); got != s.want {
+			t.Errorf("seq %d: %v, want %v", s.seq, got, s.want)
+		}
+	}
+	if got := tr.Observe([]byte("f"), 1); got != EpochChange {
+		t.Errorf("new epoch: %v, want %v", got, EpochChange)
+	}
+	if tr.Gaps() != 0 || tr.Late != 2 || tr.Duplicates != 1 || tr.EpochChanges != 1 {
+		t.Errorf("gaps %d late %d dups %d epoch changes %d", tr.Gaps(), tr.Late, tr.Duplicates, tr.EpochChanges)
+	}
+
+	var any Tracker
+	if got := any.Observe(e, 41); got != InOrder {
+		t.Errorf("first event without ExpectFirst: %v, want %v", got, InOrder)
+	}
+}
