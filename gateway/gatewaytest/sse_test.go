@@ -88,6 +88,30 @@ func decodeAll(t testing.TB, in string, bufSize int) ([]refEvent, time.Duration,
 	}
 }
 
+// framesAsEvents runs NextFrame over in and keeps what EventSource would dispatch:
+// the frames with data, with the last id in force.
+func framesAsEvents(t testing.TB, in string, bufSize int) []refEvent {
+	t.Helper()
+	d := NewDecoder(bufio.NewReaderSize(&chunkReader{s: in, n: 7}, bufSize), nil)
+	var out []refEvent
+	lastID := ""
+	for {
+		f, err := d.NextFrame()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("NextFrame: %v", err)
+		}
+		if f.HasID {
+			lastID = f.ID
+		}
+		if f.HasData {
+			out = append(out, refEvent{ID: lastID, Type: f.Event, Data: f.Data})
+		}
+	}
+}
+
 // chunkReader returns at most n bytes per Read, to exercise partial reads.
 type chunkReader struct {
 	s string
@@ -233,6 +257,9 @@ func FuzzDecoder(f *testing.F) {
 			}
 			if retry != wantRetry || set != wantSet {
 				t.Fatalf("buf %d: retry = %v %v, want %v %v", size, retry, set, wantRetry, wantSet)
+			}
+			if frames := framesAsEvents(t, in, size); !equalEvents(frames, want) {
+				t.Fatalf("buf %d: frames as events = %q, want %q", size, frames, want)
 			}
 			for _, ev := range got {
 				if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Type, "\r\n") {
