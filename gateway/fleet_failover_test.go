@@ -69,6 +69,7 @@ func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
 		for _, pd := range pods {
 			s := &trafficSub{room: r, pod: pd, got: map[uint64]int{}}
 			s.track.ExpectFirst(1)
+			s.track.ResyncIsHead()
 			tr.subs = append(tr.subs, s)
 		}
 	}

@@ -457,6 +457,7 @@ func startAudience(t *testing.T, base string, rooms []string, n int) *audience {
 	for i := 0; i < n; i++ {
 		s := &subscriber{id: i, room: rooms[i%len(rooms)], subscribed: make(chan struct{}), got: map[uint64]int{}, hint: time.Second}
 		s.track.ExpectFirst(1)
+		s.track.ResyncIsHead()
 		a.subs = append(a.subs, s)
 		a.wg.Go(func() { a.run(s) })
 	}

@@ -26,6 +26,7 @@ type Tracker struct {
 	// one after it (read as "head"); both are accepted without a gap.
 	afterResync bool
 	first       uint64 // ExpectFirst's seq; 0: any
+	resyncHead  bool   // ResyncIsHead: only the seq after a resync's continues it
 
 	missing []SeqRange
 	// overflowGaps counts missing seqs that did not fit in missing.
@@ -69,6 +70,12 @@ func (v Verdict) String() string {
 // have any seq (a subscriber that joins a busy room).
 func (t *Tracker) ExpectFirst(seq uint64) { t.first = seq }
 
+// ResyncIsHead reads a resync's seq as the head the stream continues after, as the
+// gateway sends it: the next event must be the one after it, and an event carrying
+// the resync's own seq is a duplicate. Without it both are accepted, for servers
+// that send the next seq instead.
+func (t *Tracker) ResyncIsHead() { t.resyncHead = true }
+
 // Observe records an event and says what it was.
 func (t *Tracker) Observe(epoch []byte, seq uint64) Verdict {
 	switch {
@@ -83,7 +90,7 @@ func (t *Tracker) Observe(epoch []byte, seq uint64) Verdict {
 		t.EpochChanges++
 		t.start(epoch, seq)
 		return EpochChange
-	case seq > t.high && (seq > t.last || t.afterResync && seq == t.last):
+	case seq > t.high && (seq > t.last || t.afterResync && !t.resyncHead && seq == t.last):
 		// New ground. After a resync the expected position may sit behind what was
 		// delivered; the seqs between were delivered, not missed.
 		v := InOrder

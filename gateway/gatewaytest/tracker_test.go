@@ -128,3 +128,21 @@ func TestTrackerVerdicts(t *testing.T) {
 		t.Errorf("first event without ExpectFirst: %v, want %v", got, InOrder)
 	}
 }
+
+func TestTrackerResyncIsHead(t *testing.T) {
+	e := []byte("e")
+	var tr Tracker
+	tr.ResyncIsHead()
+	tr.Observe(e, 1)
+	tr.Resync(e, 90)
+	if got := tr.Observe(e, 90); got != Duplicate {
+		t.Errorf("the resync's own seq: %v, want %v", got, Duplicate)
+	}
+	if got := tr.Observe(e, 91); got != InOrder {
+		t.Errorf("the seq after the resync's: %v, want %v", got, InOrder)
+	}
+	tr.Resync(e, 100)
+	if got := tr.Observe(e, 102); got != Gap || tr.Gaps() != 1 {
+		t.Errorf("a seq past the resync's next: %v with %d gaps, want %v with 1", got, tr.Gaps(), Gap)
+	}
+}
