@@ -23,6 +23,7 @@ import (
 
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // This file holds the harness of the rollout tests: gateway processes with their
@@ -613,8 +614,7 @@ func (a *audience) awaitPlaced(t *testing.T, within time.Duration, pods ...*gate
 	for _, p := range pods {
 		names[p.name] = true
 	}
-	deadline := time.Now().Add(within)
-	for {
+	replaytest.Eventually(t, within, fmt.Sprintf("every subscriber on %v", podNames(pods)), func() error {
 		off := 0
 		var example string
 		for s, pod := range a.placement() {
@@ -623,14 +623,11 @@ func (a *audience) awaitPlaced(t *testing.T, within time.Duration, pods ...*gate
 				example = fmt.Sprintf("subscriber %d on %q", s.id, pod)
 			}
 		}
-		if off == 0 {
-			return
+		if off > 0 {
+			return fmt.Errorf("%d subscribers are not (e.g. %s)", off, example)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s, %d subscribers are not on %v (e.g. %s)", within, off, podNames(pods), example)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func podNames(pods []*gatewayPod) []string {
