@@ -2,11 +2,11 @@ package gateway_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // turnedAway asserts that the stream was answered 200, a retry hint in the longer
@@ -30,7 +30,7 @@ func TestAdmissionRate(t *testing.T) {
 		}
 	}
 	turnedAway(t, p.subscribe(t, "r", ""), cfg)
-	if m := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body; !strings.Contains(m, `roomcast_streams_rejected_total{reason="rate"} 1`) {
+	if p.metrics(t).Value("roomcast_streams_rejected_total", "reason", "rate") != 1 {
 		t.Fatal("the rejection was not counted")
 	}
 	if p.rooms.Len() != 3 {
@@ -47,7 +47,7 @@ func TestAdmissionCapacity(t *testing.T) {
 	b.nextAny()
 	turnedAway(t, p.subscribe(t, "r", ""), cfg)
 	a.close()
-	eventually(t, "a place freed", func() bool { return p.rooms.Len() == 1 })
+	replaytest.Eventually(t, 10*time.Second, "a place freed", func() bool { return p.rooms.Len() == 1 })
 	c := p.subscribe(t, "r", "")
 	if f, _ := c.nextAny(); f.retry < 1000 || f.retry > 2000 {
 		t.Fatalf("after a stream ended the next one was not admitted: %+v", f)

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // traffic is the load of a failure test: resuming subscribers on several pods and
@@ -48,6 +50,7 @@ type trafficSub struct {
 	pod  *pod
 
 	mu       sync.Mutex
+	track    gatewaytest.Tracker
 	got      map[uint64]int // seq → times delivered (within the current epoch)
 	covered  [][2]uint64    // (from, to] ranges a resync declared lost
 	last     replay.Position
@@ -65,6 +68,8 @@ func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
 		tr.acked[r] = map[uint64]bool{}
 		for _, pd := range pods {
 			s := &trafficSub{room: r, pod: pd, got: map[uint64]int{}}
+			s.track.ExpectFirst(1)
+			s.track.ResyncIsHead()
 			tr.subs = append(tr.subs, s)
 		}
 	}
@@ -72,7 +77,7 @@ func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
 		tr.wg.Go(func() { s.run(tr.stop) })
 	}
 	// Publishing starts once every subscriber is in: each must then see seq 1 on.
-	eventually(t, "every subscriber joined", func() bool {
+	replaytest.Eventually(t, 10*time.Second, "every subscriber joined", func() bool {
 		n := 0
 		for _, pd := range pods {
 			n += pd.rooms.Len()
@@ -128,27 +133,17 @@ func (s *trafficSub) once(stop <-chan struct{}) {
 		return
 	}
 	defer res.Body.Close()
-	br := bufio.NewReader(res.Body)
-	var id, event, data string
+	dec := gatewaytest.NewDecoder(bufio.NewReader(res.Body), nil)
 	for {
-		line, err := br.ReadString('\n')
+		ev, err := dec.Next()
 		if err != nil {
 			return
 		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case strings.HasPrefix(line, "id: "):
-			id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			data = line[6:]
-		case line == "":
-			if data != "" {
-				s.frame(id, event)
-			}
-			id, event, data = "", "", ""
+		id := ""
+		if ev.IDSet {
+			id = string(ev.ID)
 		}
+		s.frame(id, string(ev.Type))
 	}
 }
 
@@ -167,21 +162,15 @@ func (s *trafficSub) frame(id, event string) {
 		} else if pos.Epoch != s.last.Epoch && s.last.Epoch != "" {
 			s.problem("resync to another epoch %s (was %s)", pos, s.last)
 		}
+		s.track.Resync([]byte(pos.Epoch), pos.Seq)
 		s.last = pos
 		return
 	}
-	switch {
-	case s.last.Epoch == "" && pos.Seq != 1:
-		s.problem("first event %s, want seq 1", pos)
-	case s.last.Epoch != "" && pos.Epoch != s.last.Epoch:
-		s.problem("event %s of another epoch without a resync (at %s)", pos, s.last)
-	case s.last.Epoch != "" && pos.Seq != s.last.Seq+1:
-		s.problem("event %s after %s: not dense", pos, s.last)
+	// From seq 1 on: every subscriber joined before the first publish.
+	if v := s.track.Observe([]byte(pos.Epoch), pos.Seq); v != gatewaytest.InOrder {
+		s.problem("event %s after %s: %s", pos, s.last, v)
 	}
 	s.got[pos.Seq]++
-	if s.got[pos.Seq] > 1 {
-		s.problem("seq %d delivered %d times", pos.Seq, s.got[pos.Seq])
-	}
 	s.last = pos
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // Fleet tests: several pods, each with its own RedisLog, registry and router, on one
@@ -112,7 +113,7 @@ func TestFleetOneSubscriptionPerRoomPerPod(t *testing.T) {
 	for _, s := range streams {
 		s.close()
 	}
-	eventually(t, "SHARDNUMSUB back to 0", func() bool { return shardSubscribers(t, c, room) == 0 })
+	replaytest.Eventually(t, 10*time.Second, "SHARDNUMSUB back to 0", func() bool { return shardSubscribers(t, c, room) == 0 })
 }
 
 func TestFleetIdempotencyAcrossPods(t *testing.T) {

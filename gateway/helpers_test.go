@@ -16,6 +16,7 @@ import (
 
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/rooms"
 )
@@ -147,6 +148,16 @@ func do(t testing.TB, method, url, body string, headers ...string) response {
 	return response{status: res.StatusCode, header: res.Header, body: string(b)}
 }
 
+// metrics scrapes the pod's admin /metrics.
+func (p *pod) metrics(t testing.TB) gatewaytest.Metrics {
+	t.Helper()
+	m, err := gatewaytest.Scrape(context.Background(), http.DefaultClient, p.admin.URL+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // frame is one decoded SSE dispatch (or a retry/comment-only block).
 type frame struct {
 	id, event, data string
@@ -206,39 +217,13 @@ func (s *stream) close() {
 func (s *stream) read() {
 	defer close(s.ended)
 	defer close(s.frames)
-	br := bufio.NewReaderSize(s.res.Body, 1<<20)
-	var f frame
-	var data []string
-	var any bool
+	dec := gatewaytest.NewDecoder(bufio.NewReaderSize(s.res.Body, 1<<20), nil)
 	for {
-		line, err := br.ReadString('\n')
+		f, err := dec.NextFrame()
 		if err != nil {
 			return
 		}
-		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
-		if line == "" {
-			if any {
-				f.data = strings.Join(data, "\n")
-				s.frames <- f
-			}
-			f, data, any = frame{}, nil, false
-			continue
-		}
-		any = true
-		name, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch name {
-		case "":
-			f.comment = value
-		case "id":
-			f.id, f.hasID = value, true
-		case "event":
-			f.event = value
-		case "data":
-			data = append(data, value)
-		case "retry":
-			f.retry, _ = strconv.Atoi(value)
-		}
+		s.frames <- frame{id: f.ID, hasID: f.HasID, event: f.Event, data: f.Data, retry: max(int(f.Retry), 0), comment: f.Comment}
 	}
 }
 
@@ -280,18 +265,5 @@ func (s *stream) waitEnd() []frame {
 			return out
 		}
 		out = append(out, f)
-	}
-}
-
-// eventually polls cond until it holds or 10s pass: for states that no event
-// announces (a counter settling after a connection closes).
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

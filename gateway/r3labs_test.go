@@ -12,6 +12,7 @@ import (
 	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // resumingClient wraps r3labs/sse so that it behaves as roomcast clients must: it
@@ -75,12 +76,12 @@ func TestR3labsClientResumesAcrossServerCloses(t *testing.T) {
 		defer close(clientDone)
 		reconnects, _ = resumingClient(ctx, p.public.URL+"/rooms/r3/events", handler)
 	}()
-	eventually(t, "client connected", func() bool { return p.rooms.Len() == 1 })
+	replaytest.Eventually(t, 10*time.Second, "client connected", func() bool { return p.rooms.Len() == 1 })
 
 	for i := 1; i <= total; i++ {
 		p.publish(t, "r3", `{"i":`+strconv.Itoa(i)+`}`)
 		if i%250 == 0 { // the server ends the stream, as a drain or shed does
-			eventually(t, "client connected", func() bool { return p.rooms.Len() == 1 })
+			replaytest.Eventually(t, 10*time.Second, "client connected", func() bool { return p.rooms.Len() == 1 })
 			if res := do(t, http.MethodPost, p.admin.URL+"/admin/shed?count=1", ""); res.status != 200 {
 				t.Fatalf("shed: %d", res.status)
 			}

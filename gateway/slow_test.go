@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // TestSlowConsumerIsClosedAndMemoryStaysBounded publishes 8,000 events of 8 KB to a
@@ -31,13 +32,13 @@ func TestSlowConsumerIsClosedAndMemoryStaysBounded(t *testing.T) {
 	// A tiny receive buffer so that the kernel cannot absorb the whole room.
 	_ = stalled.(*net.TCPConn).SetReadBuffer(4096)
 	fmt.Fprintf(stalled, "GET /rooms/big/events HTTP/1.1\r\nHost: x\r\n\r\n")
-	eventually(t, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
+	replaytest.Eventually(t, 10*time.Second, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
 
 	var got []uint64
 	var reconnects int
 	readerDone := make(chan struct{})
 	reader := p.subscribe(t, "big", "")
-	eventually(t, "reader joined", func() bool { return p.rooms.Len() == 2 })
+	replaytest.Eventually(t, 10*time.Second, "reader joined", func() bool { return p.rooms.Len() == 2 })
 	go func() {
 		defer close(readerDone)
 		s, last := reader, ""
@@ -97,11 +98,10 @@ func TestSlowConsumerIsClosedAndMemoryStaysBounded(t *testing.T) {
 			t.Fatalf("reader: event %d has seq %d", i, s)
 		}
 	}
-	eventually(t, "stalled client closed", func() bool { return p.rooms.Len() <= 1 })
+	replaytest.Eventually(t, 10*time.Second, "stalled client closed", func() bool { return p.rooms.Len() <= 1 })
 	st := p.rooms.Stats()
 	if st.SlowDrops == 0 {
-		metrics := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body
-		if !strings.Contains(metrics, `roomcast_streams_closed_total{reason="write_failed"} 1`) {
+		if p.metrics(t).Value("roomcast_streams_closed_total", "reason", "write_failed") != 1 {
 			t.Fatal("the stalled client was neither dropped as slow nor timed out on write")
 		}
 	}
@@ -136,7 +136,7 @@ func TestWriteDeadlineClosesAStalledClient(t *testing.T) {
 	defer stalled.Close()
 	_ = stalled.(*net.TCPConn).SetReadBuffer(4096)
 	fmt.Fprintf(stalled, "GET /rooms/w/events HTTP/1.1\r\nHost: x\r\n\r\n")
-	eventually(t, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
+	replaytest.Eventually(t, 10*time.Second, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
 
 	body := `"` + strings.Repeat("y", 256<<10) + `"`
 	want := stalled.LocalAddr().String()
@@ -150,8 +150,7 @@ func TestWriteDeadlineClosesAStalledClient(t *testing.T) {
 			if st := p.rooms.Stats(); st.SlowDrops != 0 {
 				t.Fatalf("closed as a slow consumer (%d), want the write deadline", st.SlowDrops)
 			}
-			metrics := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body
-			if !strings.Contains(metrics, `roomcast_streams_closed_total{reason="write_failed"} 1`) {
+			if p.metrics(t).Value("roomcast_streams_closed_total", "reason", "write_failed") != 1 {
 				t.Fatal("the close was not counted as a write failure")
 			}
 			return

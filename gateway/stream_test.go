@@ -14,6 +14,7 @@ import (
 
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 func TestMain(m *testing.M) {
@@ -277,11 +278,11 @@ func TestClientGoneCleansUp(t *testing.T) {
 		s.nextAny()
 		streams = append(streams, s)
 	}
-	eventually(t, "10 members", func() bool { return p.rooms.Len() == 10 })
+	replaytest.Eventually(t, 10*time.Second, "10 members", func() bool { return p.rooms.Len() == 10 })
 	for _, s := range streams {
 		s.close()
 	}
-	eventually(t, "members and subscriptions released", func() bool {
+	replaytest.Eventually(t, 10*time.Second, "members and subscriptions released", func() bool {
 		st := p.rooms.Stats()
 		return st.Members == 0 && st.Subscriptions == 0 && st.Rooms == 0
 	})

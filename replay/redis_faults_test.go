@@ -10,6 +10,7 @@ import (
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // Fault tests: each starts its own cluster, since it fails over, kills or migrates.
@@ -154,7 +155,7 @@ func TestRedisSlotMigration(t *testing.T) {
 			ev, err = patient.Append(context.Background(), room, msgN(7))
 			done <- err
 		}()
-		eventually(t, 10*time.Second, func() error {
+		replaytest.Eventually(t, 10*time.Second, "a retry", func() error {
 			if patient.Stats().Retries == 0 {
 				return errors.New("no retry yet")
 			}
@@ -223,7 +224,7 @@ func TestRedisPrimaryKilled(t *testing.T) {
 		c.Kill(t, owner)
 		rec.zero(t, 30*time.Second)
 		var ev replay.Event
-		eventually(t, 20*time.Second, func() error {
+		replaytest.Eventually(t, 20*time.Second, "an append after the failover", func() error {
 			var err error
 			ev, err = l.Append(context.Background(), room, msgN(2))
 			return err

@@ -127,22 +127,6 @@ func (r *ringRecorder) zero(t testing.TB, d time.Duration) {
 	}
 }
 
-// eventually polls check every 20ms until it returns nil, failing t after d.
-func eventually(t testing.TB, d time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestRedisIdempotencyAcrossPods(t *testing.T) {
 	t.Parallel()
 	c := redistest.SharedCluster(t)
@@ -236,7 +220,7 @@ func TestRedisUnsubscribeEndsTheSubscription(t *testing.T) {
 	if err := l.Unsubscribe(context.Background(), room); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	replaytest.Eventually(t, 5*time.Second, "the subscription gone from the owner", func() error {
 		if n := shardNumSub(t, owner, channel); n != 0 {
 			return fmt.Errorf("SHARDNUMSUB %d, want 0", n)
 		}
@@ -274,7 +258,7 @@ func TestRedisHistoryExpires(t *testing.T) {
 	if ms, _ := strconv.Atoi(s.MustDo(t, "PTTL", "room:{"+room+"}:log")); ms <= 0 || ms > 1000 {
 		t.Fatalf("log PTTL %d ms, want (0, 1000]", ms)
 	}
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the room keys expired", func() error {
 		if out := s.MustDo(t, "EXISTS", "room:{"+room+"}:seq", "room:{"+room+"}:log"); out != "0" {
 			return fmt.Errorf("%s keys still exist", out)
 		}
@@ -501,7 +485,7 @@ func TestRedisTimeoutIsUnavailable(t *testing.T) {
 	}
 	// Once the pause ends everything works again, and the idempotent retry still
 	// answers with the first event.
-	eventually(t, 10*time.Second, func() error { return l.Ping(context.Background()) })
+	replaytest.Eventually(t, 10*time.Second, "a ping after the pause", func() error { return l.Ping(context.Background()) })
 	again, err := l.Append(context.Background(), room, m)
 	if err != nil || again.Seq != first.Seq {
 		t.Fatalf("idempotent append after the pause: %+v %v, want seq %d", again, err, first.Seq)

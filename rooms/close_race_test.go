@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // A Join racing Close must not create a room Close never sees: Join checks closed at
@@ -38,7 +39,7 @@ func TestJoinRacingClose(t *testing.T) {
 			m, err := g.Join(context.Background(), name)
 			joined <- result{m, err}
 		}()
-		poll(t, "the joiner to hash the room name", joinerHashing)
+		replaytest.Eventually(t, waitLimit, "the joiner to hash the room name", joinerHashing)
 		if err := g.Close(context.Background()); err != nil {
 			t.Fatalf("Close: %v", err)
 		}

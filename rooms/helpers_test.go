@@ -180,21 +180,6 @@ func quiet[T any](t testing.TB, c <-chan T, d time.Duration, what string) {
 	}
 }
 
-// poll checks cond until it holds or waitLimit passes. It is for registry state that
-// no channel reports (for example how many joiners wait on a pending subscribe).
-func poll(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitLimit, what)
-		}
-		<-tick.C
-	}
-}
-
 // roomRefs reports the references (members plus waiting joiners) on room, or -1 when
 // the registry holds no such room.
 func roomRefs(g *Registry, name string) int {

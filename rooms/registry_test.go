@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -97,7 +98,7 @@ func TestJoinCoalescesSubscribe(t *testing.T) {
 
 	ms, errs := joinAll(context.Background(), g, "lobby", joiners)
 	// Hold the subscribe until every joiner waits on it, so all share the pending one.
-	poll(t, "every joiner to wait on the pending subscribe", func() bool { return roomRefs(g, "lobby") == joiners })
+	replaytest.Eventually(t, waitLimit, "every joiner to wait on the pending subscribe", func() bool { return roomRefs(g, "lobby") == joiners })
 	release()
 	members := await(t, ms, "joins")
 	for i, err := range await(t, errs, "join errors") {
@@ -128,7 +129,7 @@ func TestJoinRollsBackFailedSubscribe(t *testing.T) {
 		bus.failSubscribe(errBoom)
 
 		_, errs := joinAll(context.Background(), g, "lobby", joiners)
-		poll(t, "every joiner to wait on the pending subscribe", func() bool { return roomRefs(g, "lobby") == joiners })
+		replaytest.Eventually(t, waitLimit, "every joiner to wait on the pending subscribe", func() bool { return roomRefs(g, "lobby") == joiners })
 		release()
 		for i, err := range await(t, errs, "join errors") {
 			if !errors.Is(err, errBoom) {
@@ -187,7 +188,7 @@ func TestLinger(t *testing.T) {
 		if c := bus.counts(); c.Subs != 1 || c.Unsubs != 1 || c.Live != 0 {
 			t.Fatalf("bus: %+v, want one subscribe and one unsubscribe", c)
 		}
-		poll(t, "the room to be forgotten", func() bool { return g.Stats() == Stats{} })
+		replaytest.Eventually(t, waitLimit, "the room to be forgotten", func() bool { return g.Stats() == Stats{} })
 	})
 
 	t.Run("negative linger unsubscribes at once", func(t *testing.T) {
@@ -277,7 +278,7 @@ func TestJoinCancelled(t *testing.T) {
 		if c := bus.counts(); c.Subs != 1 || c.Unsubs != 1 || c.Live != 0 {
 			t.Fatalf("bus: %+v, want the subscription released", c)
 		}
-		poll(t, "the room to be forgotten", func() bool { return g.Stats() == Stats{} })
+		replaytest.Eventually(t, waitLimit, "the room to be forgotten", func() bool { return g.Stats() == Stats{} })
 	})
 
 	t.Run("while the previous unsubscribe is in flight", func(t *testing.T) {

@@ -8,11 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 // The stream settings every test gateway runs with: reconnects within
@@ -41,96 +40,35 @@ var httpClient = &http.Client{
 
 // gateway is one gateway process started by a test.
 type gateway struct {
-	t      *testing.T
-	addr   string // public listener, host:port
-	admin  string // admin listener, host:port
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	exited chan struct{} // closed when the process has exited
-	err    error         // the process's exit status, once exited
+	*gatewaytest.Process
+	t     *testing.T
+	addr  string // public listener, host:port
+	admin string // admin listener, host:port
 }
 
-// startGateway starts a gateway on free loopback ports; extra flags are
-// appended to the defaults.
+// startGateway starts a gateway on loopback ports the kernel picks; extra flags
+// are appended to the defaults.
 func startGateway(t *testing.T, extra ...string) *gateway {
 	t.Helper()
-	return startGatewayAt(t, freeAddr(t), freeAddr(t), extra...)
+	return startGatewayAt(t, "127.0.0.1:0", "127.0.0.1:0", extra...)
 }
 
-// startGatewayAt starts a gateway on the given addresses, waits until its
-// /healthz answers 200, and stops it when the test ends.
+// startGatewayAt starts a gateway on the given addresses, waits until both
+// listeners accept, and stops it when the test ends.
 func startGatewayAt(t *testing.T, addr, admin string, extra ...string) *gateway {
 	t.Helper()
 	bin := requireGateway(t)
 	args := append([]string{"--addr", addr, "--admin-addr", admin}, baseFlags...)
-	args = append(args, extra...)
-	g := &gateway{t: t, addr: addr, admin: admin, out: &lockedBuffer{}, exited: make(chan struct{})}
-	g.cmd = exec.Command(bin, args...)
-	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
-	if err := g.cmd.Start(); err != nil {
-		t.Fatalf("starting the gateway: %v", err)
-	}
-	go func() {
-		g.err = g.cmd.Wait()
-		close(g.exited)
-	}()
-	t.Cleanup(func() {
-		g.stop()
-		if t.Failed() {
-			t.Logf("gateway %s (pid %d) output:\n%s", addr, g.cmd.Process.Pid, g.out)
-		}
-	})
-	g.waitHealthy()
-	return g
-}
-
-// waitHealthy polls /healthz until it answers 200, for at most 15 s.
-func (g *gateway) waitHealthy() {
-	g.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		res, err := httpClient.Get(g.url("/healthz"))
-		if err == nil {
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-g.exited:
-			g.t.Fatalf("the gateway exited during start-up (%v):\n%s", g.err, g.out)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("the gateway at %s was not healthy within 15s (last error %v):\n%s", g.addr, err, g.out)
-		}
-	}
+	p := gatewaytest.Start(t, gatewaytest.Options{Bin: bin, Args: append(args, extra...)})
+	return &gateway{Process: p, t: t, addr: p.Addr(), admin: p.AdminAddr()}
 }
 
 // stop ends the process this test started: SIGTERM (a drain), a second
 // SIGTERM after 5 s (the gateway then closes every stream at once), and
-// SIGKILL if it is still running 10 s later. Calling it again is harmless.
+// SIGKILL if it is still running 5 s later. Calling it again is harmless.
 func (g *gateway) stop() {
-	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGTERM} {
-		select {
-		case <-g.exited:
-			return
-		default:
-		}
-		g.cmd.Process.Signal(sig)
-		select {
-		case <-g.exited:
-			return
-		case <-time.After(5 * time.Second):
-		}
-	}
-	select {
-	case <-g.exited:
-	case <-time.After(10 * time.Second):
-		g.t.Errorf("the gateway (pid %d) ignored two SIGTERMs; killing it", g.cmd.Process.Pid)
-		g.cmd.Process.Kill()
-		<-g.exited
+	if err := g.Stop(5 * time.Second); err != nil {
+		g.t.Error(err)
 	}
 }
 

@@ -1,15 +1,13 @@
 package web
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"go.uber.org/goleak"
 )
 
@@ -39,7 +37,7 @@ func runTests(m *testing.M) int {
 	// The gateway is only needed by the browser tests: build it only when
 	// they can run.
 	if env.chromium != "" && !testing.Short() {
-		env.gateway, env.gatewayErr = buildGateway(tmp)
+		env.gateway, env.gatewayErr = gatewaytest.Build(tmp)
 	}
 
 	code := m.Run()
@@ -69,30 +67,6 @@ func findChromium() string {
 		}
 	}
 	return ""
-}
-
-// buildGateway builds ./cmd/gateway of this module into dir.
-func buildGateway(dir string) (string, error) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return "", fmt.Errorf("module root not found above the web package: %w", err)
-	}
-	bin := filepath.Join(dir, "gateway")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gateway")
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out.String())
-	}
-	if testing.Verbose() {
-		fmt.Printf("built the gateway in %v\n", time.Since(start).Round(time.Millisecond))
-	}
-	return bin, nil
 }
 
 // requireBrowser skips the test when no browser is installed, or fails it

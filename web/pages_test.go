@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // TestDemoPage is what a new user sees after `go run ./cmd/gateway`: the
@@ -176,10 +177,9 @@ func TestOperatorPage(t *testing.T) {
 	do(t, ctx, chromedp.Click(chromedp.ID("confirm-cancel")))
 	waitFor(t, ctx, "the confirmation to close", `!document.getElementById('confirm').open`, "", 5*time.Second)
 	// A drain would be sent as the dialog closes, well before the next poll.
-	deadline := time.Now().Add(5 * time.Second)
-	for tab.sent("GET "+gw.adminURL("/admin/stats")) < polls+2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	replaytest.Eventually(t, 5*time.Second, "two more stats polls", func() bool {
+		return tab.sent("GET "+gw.adminURL("/admin/stats")) >= polls+2
+	})
 	if n := tab.sent("POST " + gw.adminURL("/admin/drain")); n != 0 {
 		t.Fatalf("cancelling sent %d drain requests", n)
 	}
@@ -248,17 +248,14 @@ func assertShown(t *testing.T, ctx context.Context, s adminStats) {
 // waitStats polls /admin/stats until ok accepts it.
 func waitStats(t *testing.T, g *gateway, ok func(adminStats) bool) adminStats {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := g.stats()
-		if ok(s) {
-			return s
+	var s adminStats
+	replaytest.Eventually(t, 10*time.Second, "stats reach the expected values", func() error {
+		if s = g.stats(); !ok(s) {
+			return fmt.Errorf("stats %+v", s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats never reached the expected values: %+v", s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return s
 }
 
 // openStream holds a subscription open from Go until the test ends (or the

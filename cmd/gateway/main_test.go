@@ -1,20 +1,20 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // The test binary doubles as the gateway: with ROOMCAST_TEST_MAIN=1 it runs main, so
@@ -28,75 +28,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type proc struct {
-	cmd    *exec.Cmd
-	public string
-	admin  string
-	exited chan error
-}
-
-// startGateway runs the gateway as a child process on ports the kernel picks and
-// waits for its start-up log line.
-func startGateway(t *testing.T, args ...string) *proc {
+// startGateway runs the gateway as a child process on ports the kernel picks, waits
+// for its start-up line, and kills it when t ends if it still runs.
+func startGateway(t *testing.T, args ...string) *gatewaytest.Process {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
+	p, err := gatewaytest.Launch(gatewaytest.Options{Bin: os.Args[0], Env: []string{"ROOMCAST_TEST_MAIN=1"}, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, exited: make(chan error, 1)}
-	started := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			var line struct{ Msg, Addr, AdminAddr string }
-			_ = json.Unmarshal(sc.Bytes(), &struct {
-				Msg       *string `json:"msg"`
-				Addr      *string `json:"addr"`
-				AdminAddr *string `json:"admin_addr"`
-			}{&line.Msg, &line.Addr, &line.AdminAddr})
-			if line.Msg == "roomcast gateway started" {
-				once.Do(func() { p.public, p.admin = "http://"+line.Addr, "http://"+line.AdminAddr; close(started) })
-			}
-		}
-		p.exited <- cmd.Wait()
-	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
+		p.Kill()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", p.Log())
 		}
 	})
-	select {
-	case <-started:
-	case err := <-p.exited:
-		t.Fatalf("gateway exited before starting: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway did not start within 20s")
-	}
 	return p
 }
 
-func (p *proc) wait(t *testing.T, within time.Duration) int {
+// wait returns the gateway's exit code, failing t if it still runs after within.
+func wait(t *testing.T, p *gatewaytest.Process, within time.Duration) int {
 	t.Helper()
-	select {
-	case err := <-p.exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(within):
-		t.Fatalf("gateway still running after %s", within)
-		return -1
+	code, err := p.Wait(within)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return code
 }
 
 func TestSIGTERMDrainsEveryStreamAndExitsZero(t *testing.T) {
@@ -109,7 +65,7 @@ func TestSIGTERMDrainsEveryStreamAndExitsZero(t *testing.T) {
 	const n = 8
 	results := make(chan result, n)
 	for i := 0; i < n; i++ {
-		res, err := http.Get(p.public + "/rooms/r/events")
+		res, err := http.Get(p.Public + "/rooms/r/events")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,13 +74,13 @@ func TestSIGTERMDrainsEveryStreamAndExitsZero(t *testing.T) {
 			results <- result{string(b), err}
 		}()
 	}
-	pub, err := http.Post(p.public+"/rooms/r/events", "application/json", strings.NewReader(`{"hello":1}`))
+	pub, err := http.Post(p.Public+"/rooms/r/events", "application/json", strings.NewReader(`{"hello":1}`))
 	if err != nil || pub.StatusCode != 201 {
 		t.Fatalf("publish: %v %v", pub, err)
 	}
 
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// The pod keeps serving while it drains, and reports not ready.
@@ -143,7 +99,7 @@ func TestSIGTERMDrainsEveryStreamAndExitsZero(t *testing.T) {
 			t.Fatalf("stream %d did not end with a retry hint: %q", i, last)
 		}
 	}
-	if code := p.wait(t, 5*time.Second); code != 0 {
+	if code := wait(t, p, 5*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	if took := time.Since(start); took > 3*time.Second {
@@ -153,15 +109,15 @@ func TestSIGTERMDrainsEveryStreamAndExitsZero(t *testing.T) {
 
 func TestSecondSignalForcesExit(t *testing.T) {
 	p := startGateway(t, "--drain-delay", "30s", "--drain-window", "30s", "--drain-timeout", "90s")
-	res, err := http.Get(p.public + "/rooms/r/events")
+	res, err := http.Get(p.Public + "/rooms/r/events")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGTERM)
 	awaitNotReady(t, p)
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	if code := p.wait(t, 10*time.Second); code != 0 {
+	_ = p.Signal(syscall.SIGINT)
+	if code := wait(t, p, 10*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 }
@@ -186,19 +142,17 @@ func TestBadConfigurationExitsTwo(t *testing.T) {
 
 // awaitNotReady polls /readyz until the signal has been handled (nothing announces
 // it otherwise).
-func awaitNotReady(t *testing.T, p *proc) {
+func awaitNotReady(t *testing.T, p *gatewaytest.Process) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		r, err := http.Get(p.public + "/readyz")
+	replaytest.Eventually(t, 5*time.Second, "readyz 503 while draining", func() error {
+		r, err := http.Get(p.Public + "/readyz")
 		if err != nil {
 			t.Fatalf("readyz while draining: %v", err)
 		}
 		r.Body.Close()
-		if r.StatusCode == http.StatusServiceUnavailable {
-			return
+		if r.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("readyz %d", r.StatusCode)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("readyz never turned 503")
+		return nil
+	})
 }

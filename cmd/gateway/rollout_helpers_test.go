@@ -14,16 +14,16 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // This file holds the harness of the rollout tests: gateway processes with their
@@ -34,20 +34,14 @@ import (
 // answered.
 const podHeader = "X-Test-Pod"
 
-// gatewayPod is one gateway process. Unlike startGateway it keeps the lines of its
-// log that matter to a rollout (warnings, errors, drain progress) for failure
-// messages and figures.
+// gatewayPod is one gateway process (gatewaytest.Process) with the figures of its
+// drain that a rollout test reads from its log.
 type gatewayPod struct {
+	*gatewaytest.Process
 	name          string
-	cmd           *exec.Cmd
 	public, admin string
 
-	done     chan struct{} // closed once the process has been reaped
-	exitCode int           // valid after done
-	exitedAt time.Time     // valid after done
-
 	mu           sync.Mutex
-	logs         []string
 	drainSeconds float64   // from the pod's "drain finished" line
 	drainedAt    time.Time // the time of that line
 	stoppedAt    time.Time // the time of the "roomcast gateway stopped" line
@@ -56,74 +50,34 @@ type gatewayPod struct {
 // launchPod starts a gateway process on kernel-chosen ports and waits for its
 // start-up line. It is safe to call from any goroutine.
 func launchPod(name string, args ...string) (*gatewayPod, error) {
-	cmd := exec.Command(os.Args[0], append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
+	p := &gatewayPod{name: name}
+	proc, err := gatewaytest.Launch(gatewaytest.Options{
+		Name: "pod " + name, Bin: os.Args[0], Env: []string{"ROOMCAST_TEST_MAIN=1"}, Args: args,
+		OnLog: p.logLine,
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	p.Process, p.public, p.admin = proc, proc.Public, proc.Admin
+	return p, nil
+}
+
+func (p *gatewayPod) logLine(b []byte) {
+	var line struct {
+		Time    time.Time `json:"time"`
+		Msg     string    `json:"msg"`
+		Seconds float64   `json:"seconds"`
 	}
-	p := &gatewayPod{name: name, cmd: cmd, done: make(chan struct{})}
-	started := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var line struct {
-				Time      time.Time `json:"time"`
-				Level     string    `json:"level"`
-				Msg       string    `json:"msg"`
-				Addr      string    `json:"addr"`
-				AdminAddr string    `json:"admin_addr"`
-				Seconds   float64   `json:"seconds"`
-			}
-			_ = json.Unmarshal(sc.Bytes(), &line)
-			switch {
-			case line.Msg == "roomcast gateway started":
-				select {
-				case started <- [2]string{line.Addr, line.AdminAddr}:
-				default:
-				}
-			case line.Msg == "drain finished":
-				p.mu.Lock()
-				p.drainSeconds, p.drainedAt = line.Seconds, line.Time
-				p.mu.Unlock()
-			case line.Msg == "roomcast gateway stopped":
-				p.mu.Lock()
-				p.stoppedAt = line.Time
-				p.mu.Unlock()
-			}
-			if line.Level != "INFO" || strings.HasPrefix(line.Msg, "drain") || strings.HasPrefix(line.Msg, "signal") || strings.HasPrefix(line.Msg, "roomcast") {
-				p.mu.Lock()
-				if len(p.logs) < 300 {
-					p.logs = append(p.logs, sc.Text())
-				}
-				p.mu.Unlock()
-			}
-		}
-		err := cmd.Wait()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			code = -1
-		}
-		p.exitCode, p.exitedAt = code, time.Now()
-		close(p.done)
-	}()
-	select {
-	case addrs := <-started:
-		p.public, p.admin = "http://"+addrs[0], "http://"+addrs[1]
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("pod %s exited with code %d before starting: %s", name, p.exitCode, p.logText())
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-p.done
-		return nil, fmt.Errorf("pod %s did not start within 30s", name)
+	if json.Unmarshal(b, &line) != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch line.Msg {
+	case "drain finished":
+		p.drainSeconds, p.drainedAt = line.Seconds, line.Time
+	case "roomcast gateway stopped":
+		p.stoppedAt = line.Time
 	}
 }
 
@@ -143,17 +97,9 @@ func startPods(t *testing.T, names []string, args ...string) []*gatewayPod {
 			continue
 		}
 		t.Cleanup(func() {
-			select {
-			case <-p.done:
-			default:
-				_ = p.cmd.Process.Kill()
-				select {
-				case <-p.done:
-				case <-time.After(10 * time.Second):
-				}
-			}
+			p.Kill()
 			if t.Failed() {
-				t.Logf("log of pod %s:\n%s", p.name, p.logText())
+				t.Logf("log of pod %s:\n%s", p.name, p.Log())
 			}
 		})
 	}
@@ -161,12 +107,6 @@ func startPods(t *testing.T, names []string, args ...string) []*gatewayPod {
 		t.Fatal(err)
 	}
 	return pods
-}
-
-func (p *gatewayPod) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.logs, "\n")
 }
 
 // drainReported returns the drain's duration as the pod logged it, and the time
@@ -179,8 +119,8 @@ func (p *gatewayPod) drainReported() (float64, time.Duration) {
 
 func (p *gatewayPod) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %s to pod %s: %v", sig, p.name, err)
+	if err := p.Signal(sig); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -188,22 +128,11 @@ func (p *gatewayPod) signal(t *testing.T, sig syscall.Signal) {
 // was reaped.
 func (p *gatewayPod) awaitExit(t *testing.T, within time.Duration) (int, time.Time) {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.exitCode, p.exitedAt
-	case <-time.After(within):
-		t.Fatalf("pod %s still running after %s", p.name, within)
-		return -1, time.Time{}
+	if _, err := p.Wait(within); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func (p *gatewayPod) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	code, at, _ := p.Exit()
+	return code, at
 }
 
 // balancer is a small HTTP load balancer: each request goes to the next pod, round
@@ -336,7 +265,7 @@ func (lb *balancer) poll(be *backend) {
 		select {
 		case <-lb.stop:
 			return
-		case <-be.pod.done:
+		case <-be.pod.Done():
 			be.setReady(false)
 			return
 		case <-tick.C:
@@ -429,7 +358,7 @@ func (lb *balancer) pick() *backend {
 func (be *backend) awaitReady(t *testing.T, within time.Duration) {
 	t.Helper()
 	if _, ok := be.awaitState(true, within); !ok {
-		t.Fatalf("the balancer did not see pod %s ready within %s (running: %t)", be.pod.name, within, be.pod.running())
+		t.Fatalf("the balancer did not see pod %s ready within %s (running: %t)", be.pod.name, within, be.pod.Running())
 	}
 }
 
@@ -473,7 +402,8 @@ type subscriber struct {
 
 	mu       sync.Mutex
 	last     replay.Position
-	got      map[uint64]int
+	track    gatewaytest.Tracker // from seq 1: every room is new
+	got      map[uint64]int      // seq → deliveries, against the acknowledged seqs
 	problems []string
 	resyncs  int
 	conns    []connRecord
@@ -527,6 +457,8 @@ func startAudience(t *testing.T, base string, rooms []string, n int) *audience {
 	t.Cleanup(a.stop)
 	for i := 0; i < n; i++ {
 		s := &subscriber{id: i, room: rooms[i%len(rooms)], subscribed: make(chan struct{}), got: map[uint64]int{}, hint: time.Second}
+		s.track.ExpectFirst(1)
+		s.track.ResyncIsHead()
 		a.subs = append(a.subs, s)
 		a.wg.Go(func() { a.run(s) })
 	}
@@ -610,11 +542,9 @@ func (a *audience) once(s *subscriber) {
 		s.problem("content type %q", ct)
 		s.mu.Unlock()
 	}
-	br := bufio.NewReader(res.Body)
-	var id, event string
-	var data bool
+	dec := gatewaytest.NewDecoder(bufio.NewReader(res.Body), nil)
 	for {
-		line, err := br.ReadString('\n')
+		f, err := dec.NextFrame()
 		if err != nil {
 			if a.ctx.Err() == nil {
 				s.mu.Lock()
@@ -623,33 +553,22 @@ func (a *audience) once(s *subscriber) {
 			}
 			return
 		}
-		line = strings.TrimRight(line, "\r\n")
+		if f.Retry >= 0 {
+			s.mu.Lock()
+			s.hint = time.Duration(f.Retry) * time.Millisecond
+			s.mu.Unlock()
+		}
 		switch {
-		case line == "":
-			if data {
-				s.frame(id, event)
-				frames++
-				s.subOnce.Do(func() { close(s.subscribed) })
-			}
-			id, event, data = "", "", false
-		case strings.HasPrefix(line, "retry: "):
-			if ms, err := strconv.Atoi(line[len("retry: "):]); err == nil {
-				s.mu.Lock()
-				s.hint = time.Duration(ms) * time.Millisecond
-				s.mu.Unlock()
-			}
-		case strings.HasPrefix(line, ":"):
+		case f.HasData:
+			s.frame(f.ID, f.Event)
+			frames++
+			s.subOnce.Do(func() { close(s.subscribed) })
+		case f.Comment != "":
 			// A heartbeat: only an admitted stream gets one. A turned-away stream
 			// ends after its retry: hint, so the first stream counts as subscribed
 			// only once it proved itself admitted.
 			frames++
 			s.subOnce.Do(func() { close(s.subscribed) })
-		case strings.HasPrefix(line, "id: "):
-			id = line[len("id: "):]
-		case strings.HasPrefix(line, "event: "):
-			event = line[len("event: "):]
-		case strings.HasPrefix(line, "data: "):
-			data = true
 		}
 	}
 }
@@ -666,21 +585,14 @@ func (s *subscriber) frame(id, event string) {
 	if event == "resync" {
 		s.resyncs++
 		s.problem("resync to %s (was at %s)", pos, s.last)
+		s.track.Resync([]byte(pos.Epoch), pos.Seq)
 		s.last = pos
 		return
 	}
-	switch {
-	case s.last.Epoch == "" && pos.Seq != 1:
-		s.problem("first event %s, want seq 1", pos)
-	case s.last.Epoch != "" && pos.Epoch != s.last.Epoch:
-		s.problem("event %s of another epoch without a resync (at %s)", pos, s.last)
-	case s.last.Epoch != "" && pos.Seq != s.last.Seq+1:
-		s.problem("event %s after %s: not dense", pos, s.last)
+	if v := s.track.Observe([]byte(pos.Epoch), pos.Seq); v != gatewaytest.InOrder {
+		s.problem("event %s after %s: %s", pos, s.last, v)
 	}
 	s.got[pos.Seq]++
-	if s.got[pos.Seq] > 1 {
-		s.problem("seq %d delivered %d times", pos.Seq, s.got[pos.Seq])
-	}
 	s.last = pos
 }
 
@@ -702,8 +614,7 @@ func (a *audience) awaitPlaced(t *testing.T, within time.Duration, pods ...*gate
 	for _, p := range pods {
 		names[p.name] = true
 	}
-	deadline := time.Now().Add(within)
-	for {
+	replaytest.Eventually(t, within, fmt.Sprintf("every subscriber on %v", podNames(pods)), func() error {
 		off := 0
 		var example string
 		for s, pod := range a.placement() {
@@ -712,14 +623,11 @@ func (a *audience) awaitPlaced(t *testing.T, within time.Duration, pods ...*gate
 				example = fmt.Sprintf("subscriber %d on %q", s.id, pod)
 			}
 		}
-		if off == 0 {
-			return
+		if off > 0 {
+			return fmt.Errorf("%d subscribers are not (e.g. %s)", off, example)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s, %d subscribers are not on %v (e.g. %s)", within, off, podNames(pods), example)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func podNames(pods []*gatewayPod) []string {
@@ -993,37 +901,6 @@ func checkSpread(t *testing.T, what string, buckets []int, drained int, window t
 		t.Errorf("%s: %d reconnects in one second, over %.0f× the window's average of %.1f/s: %v", what, peak, factor, fair, buckets)
 	}
 	return peak, fair
-}
-
-// metrics scrapes a pod's /metrics into "name{labels}" → value.
-func metrics(hc *http.Client, admin string) (map[string]float64, error) {
-	res, err := hc.Get(admin + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics: status %d", res.StatusCode)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "roomcast_") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, sc.Err()
 }
 
 func opened(m map[string]float64) float64 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
@@ -124,7 +125,7 @@ func TestRolloutDrainOneOfTwoPods(t *testing.T) {
 	stayedPut(t, a, moved, signalled)
 	beOld.checkReadiness(t, signalled)
 	beKept.checkReadiness(t, time.Time{})
-	m, err := metrics(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}, kept.admin)
+	m, err := gatewaytest.Scrape(context.Background(), &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}, kept.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +274,10 @@ func (c *stormClient) attempt(ctx context.Context, hc *http.Client, url string) 
 		_, _ = io.Copy(io.Discard, res.Body)
 		return time.Second
 	}
-	br := bufio.NewReader(res.Body)
+	dec := gatewaytest.NewDecoder(bufio.NewReader(res.Body), nil)
 	hint, admitted := time.Duration(-1), false
 	for {
-		line, err := br.ReadString('\n')
+		f, err := dec.NextFrame()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -288,13 +289,10 @@ func (c *stormClient) attempt(ctx context.Context, hc *http.Client, url string) 
 			}
 			return max(hint, 0)
 		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case strings.HasPrefix(line, "retry: "):
-			if ms, err := strconv.Atoi(line[len("retry: "):]); err == nil {
-				hint = time.Duration(ms) * time.Millisecond
-			}
-		case line == ": hb" && !admitted:
+		if f.Retry >= 0 {
+			hint = time.Duration(f.Retry) * time.Millisecond
+		}
+		if f.Comment == "hb" && !admitted {
 			admitted = true
 			if c.admittedAt.IsZero() {
 				c.admittedAt, c.sentAt = at, sent
@@ -352,7 +350,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	}
 	scrapeHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	scrapeStart := time.Now()
-	before, err := metrics(scrapeHC, pod.admin)
+	before, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,6 +360,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	var (
 		samples    = []scrapeSample{{start: scrapeStart, end: time.Now(), opened: opened(before)}}
 		scrapeErrs int
+		scrapeErr  error // the first
 	)
 	sampling := make(chan struct{})
 	samplerDone := make(chan struct{})
@@ -379,9 +378,12 @@ func TestRolloutReconnectStorm(t *testing.T) {
 			case <-tick.C:
 			}
 			start := time.Now()
-			m, err := metrics(scrapeHC, pod.admin)
+			m, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 			if err != nil {
 				scrapeErrs++
+				if scrapeErr == nil {
+					scrapeErr = err
+				}
 			} else {
 				samples = append(samples, scrapeSample{start: start, end: time.Now(), opened: opened(m)})
 			}
@@ -404,7 +406,7 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	}
 	// The sampler takes one more sample, past the last admission, and stops.
 	stopSampling()
-	after, err := metrics(scrapeHC, pod.admin)
+	after, err := gatewaytest.Scrape(context.Background(), scrapeHC, pod.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,10 +472,14 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	// increments: the bound allows counterLag of such delay.
 	const counterLag = 500 * time.Millisecond
 	if scrapeErrs > 0 {
-		t.Errorf("%d scrapes failed", scrapeErrs)
+		t.Errorf("%d scrapes failed, the first with %v", scrapeErrs, scrapeErr)
 	}
 	if len(samples) < 20 {
-		t.Fatalf("only %d samples of /metrics", len(samples))
+		var took []time.Duration
+		for _, s := range samples {
+			took = append(took, s.end.Sub(s.start).Round(time.Millisecond))
+		}
+		t.Fatalf("only %d samples of /metrics over %s, taking %v", len(samples), time.Since(start).Round(time.Millisecond), took)
 	}
 	peak, peakAt := 0.0, time.Duration(0)
 	for i := range samples {

@@ -24,8 +24,8 @@
 // or malformed frame was seen; 2 bad flags or a run that could not start. .ci/bench
 // runs it against both servers and prints them side by side.
 //
-// Files by role: config.go (flags), sse.go (stream decoder), tracker.go (gap and
-// duplicate accounting), hist.go (latency histogram), subscriber.go and publisher.go
+// The stream decoder and the gap and duplicate accounting are gateway/gatewaytest's
+// Decoder and Tracker, the ones the tests use. Files by role: config.go (flags), hist.go (latency histogram), subscriber.go and publisher.go
 // (the two sides of the load), run.go (phases: connect, warm up, measure, settle),
 // progress.go (the per-second line), report.go (final table and JSON), rss.go
 // (/proc memory reading) and main.go (exit codes, hub mode).

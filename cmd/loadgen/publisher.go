@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 // publishTimeout bounds one publish request.
@@ -126,7 +128,7 @@ func (p *publishers) publishOne(ctx context.Context, r *room, body, buf []byte) 
 	case status != http.StatusCreated:
 		p.fail(strconv.Itoa(status), 1)
 	default:
-		seq, ok := uintAfter(buf, keySeq)
+		seq, ok := gatewaytest.UintAfter(buf, keySeq)
 		if !ok {
 			p.fail("bad_response", 1)
 			break

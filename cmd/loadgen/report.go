@@ -99,16 +99,16 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 func (r *Report) addSubscriber(s *subscriber) {
 	t := &s.track
 	r.Deliveries += s.deliveries.Load()
-	r.Gaps += t.gaps()
-	r.Duplicates += t.duplicates
-	r.Late += t.late
-	r.EpochChanges += t.epochChanges
-	r.Resyncs += t.resyncs
+	r.Gaps += t.Gaps()
+	r.Duplicates += t.Duplicates
+	r.Late += t.Late
+	r.EpochChanges += t.EpochChanges
+	r.Resyncs += t.Resyncs
 	r.Malformed += s.malformed
 	if s.fatal != nil {
 		r.Refused++
 	}
-	if !t.lossy() && s.malformed == 0 {
+	if !t.Lossy() && s.malformed == 0 {
 		return
 	}
 	r.LossySubs++
@@ -121,13 +121,13 @@ func describeLoss(s *subscriber) string {
 	t := &s.track
 	var b strings.Builder
 	fmt.Fprintf(&b, "sub %d room %s: gaps=%d dups=%d late=%d epoch_changes=%d malformed=%d",
-		s.id, s.room.name, t.gaps(), t.duplicates, t.late, t.epochChanges, s.malformed)
-	for i, m := range t.missing {
+		s.id, s.room.name, t.Gaps(), t.Duplicates, t.Late, t.EpochChanges, s.malformed)
+	for i, m := range t.Missing() {
 		if i == 3 {
 			b.WriteString(" …")
 			break
 		}
-		fmt.Fprintf(&b, " missing %d-%d", m.lo, m.hi)
+		fmt.Fprintf(&b, " missing %d-%d", m.Lo, m.Hi)
 	}
 	return b.String()
 }

@@ -242,10 +242,10 @@ func TestSubscriberScripted(t *testing.T) {
 				t.Errorf("Last-Event-IDs = %q, want %q", got, tt.wantIDs)
 			}
 			tr := &s.track
-			if s.deliveries.Load() != tt.deliveries || tr.gaps() != tt.gaps || tr.duplicates != tt.dups ||
-				tr.resyncs != tt.resyncs || ls.reconnects.Load() != tt.reconnects {
+			if s.deliveries.Load() != tt.deliveries || tr.Gaps() != tt.gaps || tr.Duplicates != tt.dups ||
+				tr.Resyncs != tt.resyncs || ls.reconnects.Load() != tt.reconnects {
 				t.Errorf("deliveries %d gaps %d dups %d resyncs %d reconnects %d; want %d %d %d %d %d",
-					s.deliveries.Load(), tr.gaps(), tr.duplicates, tr.resyncs, ls.reconnects.Load(),
+					s.deliveries.Load(), tr.Gaps(), tr.Duplicates, tr.Resyncs, ls.reconnects.Load(),
 					tt.deliveries, tt.gaps, tt.dups, tt.resyncs, tt.reconnects)
 			}
 			if s.retry != 5*time.Millisecond {
@@ -311,5 +311,11 @@ func TestParseRSS(t *testing.T) {
 				t.Errorf("parseRSS = %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestEpochOfID(t *testing.T) {
+	if e, ok := epochOfID([]byte("k3x9q:48")); !ok || string(e) != "k3x9q" {
+		t.Errorf("epochOfID = %q, %v", e, ok)
 	}
 }

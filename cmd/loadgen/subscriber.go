@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 // errFatal marks a subscribe answer that can never succeed (a 4xx other than 429, a
@@ -42,7 +44,7 @@ type subscriber struct {
 	lastSeq    atomic.Uint64
 	caughtUp   atomic.Bool
 
-	track     tracker
+	track     gatewaytest.Tracker
 	resumeID  []byte
 	retry     time.Duration
 	connected bool   // a stream was established at least once
@@ -109,7 +111,7 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 	} else {
 		s.br.Reset(resp.Body)
 	}
-	dec := NewDecoder(s.br, s.resumeID)
+	dec := gatewaytest.NewDecoder(s.br, s.resumeID)
 	defer func() {
 		if r, ok := dec.Retry(); ok {
 			s.retry = r
@@ -144,7 +146,7 @@ func checkStreamResponse(resp *http.Response) error {
 }
 
 // handle accounts for one event.
-func (s *subscriber) handle(ev Event, now time.Time, ls *loadState) {
+func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) {
 	switch string(ev.Type) {
 	case "resync":
 		s.handleResync(ev)
@@ -152,20 +154,20 @@ func (s *subscriber) handle(ev Event, now time.Time, ls *loadState) {
 	case "reauth":
 		return
 	}
-	seq, ok := uintAfter(ev.Data, keySeq)
+	seq, ok := gatewaytest.UintAfter(ev.Data, keySeq)
 	if !ok {
 		s.malformed++
 		return
 	}
 	epoch, ok := epochOfID(ev.ID)
 	if !ev.IDSet || !ok {
-		epoch, _ = stringAfter(ev.Data, keyEpoch)
+		epoch, _ = gatewaytest.StringAfter(ev.Data, keyEpoch)
 	}
-	s.track.observe(epoch, seq)
+	s.track.Observe(epoch, seq)
 	s.resumeID = append(s.resumeID[:0], ev.ID...)
 	s.deliveries.Store(s.deliveries.Load() + 1)
 	if s.hist != nil && ls.measuring.Load() {
-		if t, ok := uintAfter(ev.Data, keyT); ok {
+		if t, ok := gatewaytest.UintAfter(ev.Data, keyT); ok {
 			s.hist.record(now.Sub(time.Unix(0, int64(t))))
 		}
 	}
@@ -176,10 +178,10 @@ func (s *subscriber) handle(ev Event, now time.Time, ls *loadState) {
 }
 
 // handleResync restarts the seq accounting where the server says the stream goes on.
-func (s *subscriber) handleResync(ev Event) {
-	epoch, _ := stringAfter(ev.Data, keyEpoch)
-	seq, _ := uintAfter(ev.Data, keySeq)
-	s.track.resync(epoch, seq)
+func (s *subscriber) handleResync(ev gatewaytest.Event) {
+	epoch, _ := gatewaytest.StringAfter(ev.Data, keyEpoch)
+	seq, _ := gatewaytest.UintAfter(ev.Data, keySeq)
+	s.track.Resync(epoch, seq)
 	s.lastSeq.Store(seq)
 	if ev.IDSet {
 		s.resumeID = append(s.resumeID[:0], ev.ID...)

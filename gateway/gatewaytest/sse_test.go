@@ -1,4 +1,4 @@
-package main
+package gatewaytest
 
 import (
 	"bufio"
@@ -85,6 +85,30 @@ func decodeAll(t testing.TB, in string, bufSize int) ([]refEvent, time.Duration,
 			t.Fatalf("Next: %v", err)
 		}
 		out = append(out, refEvent{ID: string(ev.ID), Type: string(ev.Type), Data: string(ev.Data)})
+	}
+}
+
+// framesAsEvents runs NextFrame over in and keeps what EventSource would dispatch:
+// the frames with data, with the last id in force.
+func framesAsEvents(t testing.TB, in string, bufSize int) []refEvent {
+	t.Helper()
+	d := NewDecoder(bufio.NewReaderSize(&chunkReader{s: in, n: 7}, bufSize), nil)
+	var out []refEvent
+	lastID := ""
+	for {
+		f, err := d.NextFrame()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("NextFrame: %v", err)
+		}
+		if f.HasID {
+			lastID = f.ID
+		}
+		if f.HasData {
+			out = append(out, refEvent{ID: lastID, Type: f.Event, Data: f.Data})
+		}
 	}
 }
 
@@ -202,20 +226,17 @@ func TestFieldHelpers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := uintAfter(data, []byte(tt.key))
+			got, ok := UintAfter(data, []byte(tt.key))
 			if got != tt.want || ok != tt.ok {
-				t.Errorf("uintAfter(%s) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.ok)
+				t.Errorf("UintAfter(%s) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.ok)
 			}
 		})
 	}
-	if _, ok := uintAfter([]byte(`"seq":99999999999999999999999`), keySeq); ok {
-		t.Error("uintAfter accepted an overflowing number")
+	if _, ok := UintAfter([]byte(`"seq":99999999999999999999999`), []byte(`"seq":`)); ok {
+		t.Error("UintAfter accepted an overflowing number")
 	}
-	if e, ok := stringAfter(data, keyEpoch); !ok || string(e) != "k3x9q" {
-		t.Errorf("stringAfter(epoch) = %q, %v", e, ok)
-	}
-	if e, ok := epochOfID([]byte("k3x9q:48")); !ok || string(e) != "k3x9q" {
-		t.Errorf("epochOfID = %q, %v", e, ok)
+	if e, ok := StringAfter(data, []byte(`"epoch":"`)); !ok || string(e) != "k3x9q" {
+		t.Errorf("StringAfter(epoch) = %q, %v", e, ok)
 	}
 }
 
@@ -236,6 +257,9 @@ func FuzzDecoder(f *testing.F) {
 			}
 			if retry != wantRetry || set != wantSet {
 				t.Fatalf("buf %d: retry = %v %v, want %v %v", size, retry, set, wantRetry, wantSet)
+			}
+			if frames := framesAsEvents(t, in, size); !equalEvents(frames, want) {
+				t.Fatalf("buf %d: frames as events = %q, want %q", size, frames, want)
 			}
 			for _, ev := range got {
 				if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Type, "\r\n") {
@@ -263,10 +287,10 @@ func BenchmarkDecoder(b *testing.B) {
 			if err != nil {
 				break
 			}
-			if _, ok := uintAfter(ev.Data, keySeq); !ok {
+			if _, ok := UintAfter(ev.Data, []byte(`"seq":`)); !ok {
 				b.Fatal("no seq")
 			}
-			_, _ = uintAfter(ev.Data, keyT)
+			_, _ = UintAfter(ev.Data, []byte(`"t":`))
 		}
 	}
 }

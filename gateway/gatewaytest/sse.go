@@ -1,4 +1,4 @@
-package main
+package gatewaytest
 
 import (
 	"bufio"
@@ -48,6 +48,12 @@ type Decoder struct {
 	lastID []byte
 	idSet  bool
 
+	// The current block as sent, for NextFrame.
+	block     bool // the block has a line (field or comment)
+	comment   []byte
+	blkRetry  int64 // the block's own retry field in ms, -1 when it has none
+	blkIDSeen bool
+
 	retry    time.Duration
 	retrySet bool
 }
@@ -55,7 +61,35 @@ type Decoder struct {
 // NewDecoder returns a decoder reading r; lastID seeds the last event ID (the id the
 // connection resumed from), as an EventSource keeps it across reconnects.
 func NewDecoder(r *bufio.Reader, lastID []byte) *Decoder {
-	return &Decoder{r: r, lastID: append([]byte(nil), lastID...)}
+	return &Decoder{r: r, lastID: append([]byte(nil), lastID...), blkRetry: -1}
+}
+
+// Frame is one block of the stream as the server sent it, for tests that look at the
+// wire rather than at what EventSource dispatches: comment-only and retry-only blocks
+// are frames too, and ID is the block's own id field ("" when it has none).
+type Frame struct {
+	ID      string
+	HasID   bool
+	Event   string // the event field; "" for the default type
+	Data    string // the data fields joined by '\n'
+	HasData bool   // the block has a data field
+	// Retry is the block's retry field in milliseconds; -1 when it has none.
+	Retry int64
+	// Comment is the last comment line of the block, without the leading ':' and
+	// one space.
+	Comment string
+}
+
+// NextFrame returns the next block of the stream, whatever it holds. At the end of
+// the stream it returns io.EOF (or the read error). Do not mix it with Next on one
+// decoder.
+func (d *Decoder) NextFrame() (Frame, error) {
+	for {
+		f, ok, err := d.step(true)
+		if err != nil || ok {
+			return f, err
+		}
+	}
 }
 
 // Retry returns the last valid retry field seen, if any.
@@ -88,6 +122,45 @@ func (d *Decoder) Next() (Event, error) {
 			return Event{}, err
 		}
 	}
+}
+
+// step reads lines until a block ends (ok) or more input is needed; raw selects
+// NextFrame's view of a block.
+func (d *Decoder) step(raw bool) (Frame, bool, error) {
+	for len(d.pend) > 0 {
+		line, rest, ok := cutLine(d.pend)
+		if !ok {
+			d.pend = nil
+			break
+		}
+		d.pend = rest
+		if len(line) == 0 {
+			f, ok := d.frame()
+			if ok {
+				return f, true, nil
+			}
+			continue
+		}
+		d.line(line)
+	}
+	if d.eof {
+		return Frame{}, false, d.err
+	}
+	return Frame{}, false, d.fill()
+}
+
+// frame ends the current block and returns it as a Frame when it had any line.
+func (d *Decoder) frame() (Frame, bool) {
+	had := d.block
+	f := Frame{Event: string(d.typ), Retry: d.blkRetry, Comment: string(d.comment), HasID: d.blkIDSeen}
+	if d.blkIDSeen {
+		f.ID = string(d.lastID)
+	}
+	if len(d.data) > 0 {
+		f.Data, f.HasData = string(d.data[:len(d.data)-1]), true
+	}
+	d.dispatch()
+	return f, had
 }
 
 // fill reads the next chunk, which ends in '\n' unless the stream ended.
@@ -142,7 +215,9 @@ func (d *Decoder) line(line []byte) (Event, bool) {
 	if len(line) == 0 {
 		return d.dispatch()
 	}
+	d.block = true
 	if line[0] == ':' {
+		d.comment = append(d.comment[:0], bytes.TrimPrefix(line[1:], []byte(" "))...)
 		return Event{}, false
 	}
 	name, value := line, []byte(nil)
@@ -162,10 +237,12 @@ func (d *Decoder) line(line []byte) (Event, bool) {
 		if bytes.IndexByte(value, 0) < 0 {
 			d.lastID = append(d.lastID[:0], value...)
 			d.idSet = true
+			d.blkIDSeen = true
 		}
 	case "retry":
 		if ms, ok := parseDigits(value); ok {
 			d.retry, d.retrySet = time.Duration(ms)*time.Millisecond, true
+			d.blkRetry = ms
 		}
 	}
 	return Event{}, false
@@ -174,6 +251,8 @@ func (d *Decoder) line(line []byte) (Event, bool) {
 func (d *Decoder) dispatch() (Event, bool) {
 	idSet := d.idSet
 	d.idSet = false
+	d.block, d.blkIDSeen, d.blkRetry = false, false, -1
+	d.comment = d.comment[:0]
 	if len(d.data) == 0 {
 		d.typ = d.typ[:0]
 		return Event{}, false
@@ -202,9 +281,9 @@ func parseDigits(b []byte) (int64, bool) {
 	return n, true
 }
 
-// uintAfter finds key in b and parses the unsigned decimal right after it, so a field
+// UintAfter finds key in b and parses the unsigned decimal right after it, so a field
 // of a one-line JSON envelope can be read without unmarshalling the whole object.
-func uintAfter(b, key []byte) (uint64, bool) {
+func UintAfter(b, key []byte) (uint64, bool) {
 	i := bytes.Index(b, key)
 	if i < 0 {
 		return 0, false
@@ -224,9 +303,9 @@ func uintAfter(b, key []byte) (uint64, bool) {
 	return n, digits > 0
 }
 
-// stringAfter finds key (ending in the opening quote) in b and returns the string
+// StringAfter finds key (ending in the opening quote) in b and returns the string
 // value up to the closing quote; it is meant for values that need no escaping.
-func stringAfter(b, key []byte) ([]byte, bool) {
+func StringAfter(b, key []byte) ([]byte, bool) {
 	i := bytes.Index(b, key)
 	if i < 0 {
 		return nil, false

@@ -1,0 +1,19 @@
+// Package gatewaytest holds what the repository's tests and the load generator share
+// to talk to a gateway from outside, in the manner of net/http/httptest: the one SSE
+// decoder (Decoder, with Next for what EventSource dispatches and NextFrame for the
+// blocks on the wire), the one loss tracker (Tracker), the one process launcher
+// (Launch, Start, Build) and the Prometheus scraper (Scrape, built on
+// prometheus/common/expfmt). The one Eventually lives lower, in replay/replaytest,
+// so that rooms and replay tests may use it too.
+//
+// # Must not
+//
+// Import gateway, rooms or cmd: it speaks to a gateway only over HTTP and through
+// its process, so both cmd/loadgen and the tests of every package above replay may
+// import it.
+//
+// # Concurrency
+//
+// A Decoder and a Tracker belong to one goroutine. A Process is safe for concurrent
+// use; its log is read by one goroutine that the process's end stops.
+package gatewaytest
