@@ -11,6 +11,7 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 type addrs []string
@@ -68,7 +69,7 @@ func TestReadinessIgnoresTheBackend(t *testing.T) {
 	}
 
 	redistest.StandaloneAt(t, port)
-	eventually(t, "the backend is up", func() bool { return statsBackend(t, p).Backend.Up })
+	replaytest.Eventually(t, 10*time.Second, "the backend is up", func() bool { return statsBackend(t, p).Backend.Up })
 	if m := do(t, http.MethodGet, p.admin.URL+"/metrics", "").body; !strings.Contains(m, "roomcast_backend_up 1") {
 		t.Fatal("metrics lack roomcast_backend_up 1")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // TestFleetPublishOutcomeUnknown: a publish handed to Redis that got no answer in
@@ -45,7 +46,7 @@ func TestFleetPublishOutcomeUnknown(t *testing.T) {
 	}
 	// Retrying with the same key, as the answer says, publishes it at most once.
 	var id string
-	eventually(t, "a retry with the key is published", func() bool {
+	replaytest.Eventually(t, 10*time.Second, "a retry with the key is published", func() bool {
 		res := do(t, http.MethodPost, url, `{"i":2}`, keyed...)
 		var out struct{ ID string }
 		_ = json.Unmarshal([]byte(res.body), &out)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // TestRedisConnectsInTheBackground: a log made while nothing listens at its address
@@ -59,7 +60,7 @@ func TestRedisConnectsInTheBackground(t *testing.T) {
 	}
 
 	s := redistest.StandaloneAt(t, port)
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the condition", func() error {
 		if h := l.Health(); !h.Up {
 			return fmt.Errorf("health %+v", h)
 		}
@@ -73,14 +74,14 @@ func TestRedisConnectsInTheBackground(t *testing.T) {
 
 	wentUp := l.Health().ChangedAt
 	_, _ = s.Do("SHUTDOWN", "NOSAVE")
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the condition", func() error {
 		if h := l.Health(); h.Up || !h.ChangedAt.After(wentUp) {
 			return fmt.Errorf("health %+v after the server stopped", h)
 		}
 		return nil
 	})
 	redistest.StandaloneAt(t, port)
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the condition", func() error {
 		if h := l.Health(); !h.Up {
 			return fmt.Errorf("health %+v", h)
 		}
@@ -92,7 +93,7 @@ func TestRedisConnectsInTheBackground(t *testing.T) {
 	m := msgN(2)
 	m.IdempotencyKey = "after-restart"
 	var again replay.Event
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the condition", func() error {
 		var err error
 		again, err = l.Append(ctx, room, m)
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // TestRedisOutcomeUnknown: a publish handed to Redis whose answer did not come back
@@ -50,7 +51,7 @@ func TestRedisOutcomeUnknown(t *testing.T) {
 	// and Redis discards a paused client's command when it disconnects; a reply lost
 	// after the command ran looks the same to the caller.)
 	var again replay.Event
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the condition", func() error {
 		var err error
 		again, err = l.Append(ctx, room, keyed)
 		return err
@@ -202,7 +203,7 @@ func TestRedisLostReplyIsOutcomeUnknown(t *testing.T) {
 	d.armed.Store(false)
 	// Read it from the server itself (the proxy may still be forwarding).
 	direct := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
-	eventually(t, 10*time.Second, func() error {
+	replaytest.Eventually(t, 10*time.Second, "the condition", func() error {
 		evs, _, err := direct.Since(ctx, room, first.Position(), 10)
 		if err != nil || len(evs) != 1 || string(evs[0].Body) != `{"n":2}` {
 			return fmt.Errorf("log after the lost reply: %+v %v, want the event", evs, err)

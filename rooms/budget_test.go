@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // kiloFrame is a 1,000-byte frame that starts with the event's id.
@@ -95,7 +96,7 @@ func TestPodBudgetScansInTheBackground(t *testing.T) {
 		t.Fatalf("reason %s", idle.Reason())
 	}
 	// The counters follow the close.
-	poll(t, "the budget drop counted", func() bool { return g.Stats().BudgetDrops == 1 })
+	replaytest.Eventually(t, waitLimit, "the budget drop counted", func() bool { return g.Stats().BudgetDrops == 1 })
 }
 
 func TestPodBudgetOffByDefault(t *testing.T) {
