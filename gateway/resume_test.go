@@ -3,12 +3,12 @@ package gateway_test
 import (
 	"encoding/json"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // expectResyncAt reads the next frame and checks it is a resync at want, with want
@@ -72,23 +72,6 @@ func TestResumeBeyondMaxSeq(t *testing.T) {
 	}
 }
 
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // expectIDs reads the next frames and checks they are the events ids, in order.
 func expectIDs(t *testing.T, s *stream, ids ...string) {
 	t.Helper()
@@ -103,7 +86,7 @@ func expectIDs(t *testing.T, s *stream, ids ...string) {
 // starts a new epoch. Live members, and a client resuming from the old epoch, get a
 // resync at the point before the new epoch's first event, then every event of it.
 func TestEpochRollDeliversTheNewEpochFromItsStart(t *testing.T) {
-	clock := &testClock{now: time.Unix(1731312000, 0)}
+	clock := replaytest.NewClock(time.Unix(1731312000, 0))
 	p := newPod(t, podConfig{mem: replay.MemoryConfig{HistoryTTL: time.Minute, Now: clock.Now}})
 	const room = "r"
 	live := p.subscribe(t, room, "")

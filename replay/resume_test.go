@@ -4,34 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
-
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func TestReadOn(t *testing.T) {
 	ctx := context.Background()
-	clock := &stepClock{now: time.Unix(1731312000, 0)}
+	clock := replaytest.NewClock(time.Unix(1731312000, 0))
 	l, err := replay.NewMemoryLog(replay.MemoryConfig{History: 3, HistoryTTL: time.Minute, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // collect reads n items from m on its own goroutine, releasing each. It returns an
@@ -261,25 +262,8 @@ func TestResyncBeyondRetainedLog(t *testing.T) {
 	}
 }
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestEpochChangeResyncs(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1731312000, 0)}
+	clock := replaytest.NewClock(time.Unix(1731312000, 0))
 	l, _, g := setup(t, replay.MemoryConfig{HistoryTTL: time.Minute, Now: clock.Now}, Config{})
 	ms := []*Member{join(t, g, "lobby"), join(t, g, "lobby")}
 	old := publish(t, l, "lobby", 3)
