@@ -216,7 +216,10 @@ func TestPublishWhenTheLogIsFullOrGone(t *testing.T) {
 func TestAdminDrain(t *testing.T) {
 	p := newPod(t, podConfig{})
 	res := do(t, http.MethodPost, p.admin.URL+"/admin/drain", "")
-	if res.status != http.StatusAccepted || !strings.Contains(res.body, `"state":"draining"`) {
+	// With no streams and no delay the drain may be over before the answer is
+	// written: either state says it began.
+	if res.status != http.StatusAccepted ||
+		!strings.Contains(res.body, `"state":"draining"`) && !strings.Contains(res.body, `"state":"stopped"`) {
 		t.Fatalf("drain: %d %s", res.status, res.body)
 	}
 	<-p.drain.Done()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +34,14 @@ func TestMain(m *testing.M) {
 // for its start-up line, and kills it when t ends if it still runs.
 func startGateway(t *testing.T, args ...string) *gatewaytest.Process {
 	t.Helper()
-	p, err := gatewaytest.Launch(gatewaytest.Options{Bin: os.Args[0], Env: []string{"ROOMCAST_TEST_MAIN=1"}, Args: args})
+	return startGatewayWith(t, gatewaytest.Options{Args: args})
+}
+
+// startGatewayWith is startGateway with every launch option; Bin and Env are set here.
+func startGatewayWith(t *testing.T, o gatewaytest.Options) *gatewaytest.Process {
+	t.Helper()
+	o.Bin, o.Env = os.Args[0], append(o.Env, "ROOMCAST_TEST_MAIN=1")
+	p, err := gatewaytest.Launch(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +52,31 @@ func startGateway(t *testing.T, args ...string) *gatewaytest.Process {
 		}
 	})
 	return p
+}
+
+// runGateway runs the gateway process to its exit and returns its exit code and
+// stderr: for configurations it must refuse. The deadline only stops a gateway that
+// wrongly started.
+func runGateway(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("gateway %v still running after 30s (it started): %s", args, stderr.String())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, stderr.String()
 }
 
 // wait returns the gateway's exit code, failing t if it still runs after within.
@@ -129,12 +163,9 @@ func TestBadConfigurationExitsTwo(t *testing.T) {
 		"drain beyond grace": {"--drain-delay", "30s", "--drain-window", "30s", "--drain-timeout", "45s"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
-			cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
-			err := cmd.Run()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-				t.Fatalf("exit: %v, want code 2", err)
+			code, stderr := runGateway(t, append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
+			if code != 2 {
+				t.Fatalf("exit code %d, want 2:\n%s", code, stderr)
 			}
 		})
 	}

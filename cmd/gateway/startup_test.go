@@ -1,47 +1,22 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
-
-// runGateway runs the gateway process to its exit and returns its exit code and
-// stderr. The deadline only stops a gateway that wrongly started.
-func runGateway(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("gateway %v still running after 30s (it started): %s", args, stderr.String())
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), stderr.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, stderr.String()
-}
 
 func TestBrokenFlagsExitTwoWithOneLine(t *testing.T) {
 	for _, tc := range []struct {
@@ -91,55 +66,22 @@ func TestListenFailureExitsTwo(t *testing.T) {
 
 // started is a running gateway and its start-up log line.
 type started struct {
-	public, admin string
-	startLine     []byte
+	*gatewaytest.Process
+	startLine []byte
 }
 
 // startForLine starts the gateway like startGateway and keeps its start-up line.
 func startForLine(t *testing.T, args ...string) *started {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "ROOMCAST_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan []byte, 1)
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var l struct{ Msg string }
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "roomcast gateway started" {
-				lines <- bytes.Clone(sc.Bytes())
-			}
+	var line atomic.Pointer[[]byte]
+	p := startGatewayWith(t, gatewaytest.Options{Args: args, OnLog: func(l []byte) {
+		var m struct{ Msg string }
+		if line.Load() == nil && json.Unmarshal(l, &m) == nil && m.Msg == gatewaytest.StartedMsg {
+			c := bytes.Clone(l)
+			line.Store(&c)
 		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	select {
-	case line := <-lines:
-		var a struct {
-			Addr      string `json:"addr"`
-			AdminAddr string `json:"admin_addr"`
-		}
-		if err := json.Unmarshal(line, &a); err != nil {
-			t.Fatal(err)
-		}
-		return &started{public: "http://" + a.Addr, admin: "http://" + a.AdminAddr, startLine: line}
-	case <-exited:
-		t.Fatal("gateway exited before starting")
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway did not start within 20s")
-	}
-	return nil
+	}})
+	return &started{Process: p, startLine: *line.Load()}
 }
 
 func startLine(t *testing.T, p *started) map[string]any {
@@ -174,7 +116,7 @@ func TestStartupLogPrintsValuesInEffect(t *testing.T) {
 	if bytes.Contains(p.startLine, []byte("tok-never-logged")) {
 		t.Fatalf("the start-up line shows the token: %s", p.startLine)
 	}
-	res, err := http.Get(p.admin + "/metrics")
+	res, err := http.Get(p.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +138,7 @@ func TestPublishTokenFromFile(t *testing.T) {
 	p := startForLine(t, "--publish-token-file", path)
 
 	publish := func(auth string) int {
-		req, _ := http.NewRequest("POST", p.public+"/rooms/r/events", strings.NewReader(`{"a":1}`))
+		req, _ := http.NewRequest("POST", p.Public+"/rooms/r/events", strings.NewReader(`{"a":1}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", auth)
 		res, err := http.DefaultClient.Do(req)
@@ -212,7 +154,7 @@ func TestPublishTokenFromFile(t *testing.T) {
 	if code := publish("Bearer nope"); code != http.StatusUnauthorized {
 		t.Fatalf("publish with another token: %d", code)
 	}
-	res, err := http.Get(p.admin + "/debug/pprof/cmdline")
+	res, err := http.Get(p.Admin + "/debug/pprof/cmdline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,22 +219,41 @@ func TestRedisSecretsAreNeverPrinted(t *testing.T) {
 		"redis://roomcast:pw-s3cret-1@" + addr,
 		"roomcast:pw-s3cret-1@" + addr,
 		"redis://:pw-s3cret-1@" + addr + ",127.0.0.1:1",
-		"redis://roomcast:pw-s3cret-1@" + addr + "/nonsense",
 	} {
 		t.Run(redis, func(t *testing.T) {
-			code, stderr := runGateway(t, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-				"--redis", redis, "--redis-timeout", "200ms")
-			if code == 0 {
-				t.Fatalf("exit code 0 without a Redis:\n%s", stderr)
+			// The pod starts without its Redis and says so; neither line may show
+			// the password.
+			unreachable := make(chan struct{})
+			var once sync.Once
+			p := startGatewayWith(t, gatewaytest.Options{
+				Args: []string{"--redis", redis, "--redis-timeout", "200ms"},
+				OnLog: func(l []byte) {
+					if bytes.Contains(l, []byte("redis backend unreachable")) {
+						once.Do(func() { close(unreachable) })
+					}
+				},
+			})
+			select {
+			case <-unreachable:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no log line says Redis is unreachable:\n%s", p.Log())
 			}
-			if strings.Contains(stderr, "pw-s3cret-1") {
-				t.Fatalf("stderr shows the Redis password:\n%s", stderr)
+			logs := p.Log()
+			if strings.Contains(logs, "pw-s3cret-1") {
+				t.Fatalf("the log shows the Redis password:\n%s", logs)
 			}
-			if !strings.Contains(stderr, "127.0.0.1") {
-				t.Fatalf("stderr does not name the address, so it proves nothing:\n%s", stderr)
+			if !strings.Contains(logs, addr) {
+				t.Fatalf("the log does not name the address, so it proves nothing:\n%s", logs)
 			}
 		})
 	}
+	t.Run("malformed", func(t *testing.T) {
+		code, stderr := runGateway(t, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+			"--redis", "redis://roomcast:pw-s3cret-1@"+addr+"/nonsense")
+		if code != 2 || strings.Contains(stderr, "pw-s3cret-1") || !strings.Contains(stderr, "127.0.0.1") {
+			t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+		}
+	})
 }
 
 func TestRedisCredentialsAuthenticate(t *testing.T) {
@@ -300,16 +261,25 @@ func TestRedisCredentialsAuthenticate(t *testing.T) {
 	s.MustDo(t, "ACL", "SETUSER", "roomcast", "on", ">pw-s3cret-2", "~*", "&*", "+@all")
 	s.MustDo(t, "ACL", "SETUSER", "default", "off")
 
-	code, stderr := runGateway(t, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--redis", "redis://roomcast:wrong-pw@"+s.Addr, "--redis-timeout", "500ms")
-	if code != 2 || strings.Contains(stderr, "wrong-pw") {
-		t.Fatalf("a wrong password: exit %d, stderr:\n%s", code, stderr)
+	// A wrong password is a Redis that does not let the pod in: the pod runs,
+	// refuses publishes with 503 and keeps trying, and never prints the password.
+	wrong := startForLine(t, "--redis", "redis://roomcast:wrong-pw@"+s.Addr, "--redis-timeout", "500ms")
+	res, err := http.Post(wrong.Public+"/rooms/r/events", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("publish with a wrong Redis password: %d, want 503", res.StatusCode)
+	}
+	if logs := wrong.Log(); strings.Contains(logs, "wrong-pw") || !strings.Contains(logs, "redis backend unreachable") {
+		t.Fatalf("log of a pod with a wrong Redis password:\n%s", logs)
 	}
 	p := startForLine(t, "--redis", "redis://roomcast:pw-s3cret-2@"+s.Addr)
 	if bytes.Contains(p.startLine, []byte("pw-s3cret-2")) || !bytes.Contains(p.startLine, []byte("redis://roomcast:xxxxx@"+s.Addr)) {
 		t.Fatalf("start-up line: %s", p.startLine)
 	}
-	res, err := http.Post(p.public+"/rooms/r/events", "application/json", strings.NewReader(`{"a":1}`))
+	res, err = http.Post(p.Public+"/rooms/r/events", "application/json", strings.NewReader(`{"a":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}

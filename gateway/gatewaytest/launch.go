@@ -149,16 +149,17 @@ func (p *Process) read(r *bufio.Reader, onLog func([]byte), started chan<- [2]st
 				Addr      string `json:"addr"`
 				AdminAddr string `json:"admin_addr"`
 			}
+			// OnLog and Log see the start-up line before Launch returns.
+			if onLog != nil {
+				onLog(line)
+			}
+			p.keep(line)
 			if json.Unmarshal(line, &head) == nil && head.Msg == StartedMsg {
 				select {
 				case started <- [2]string{head.Addr, head.AdminAddr}:
 				default:
 				}
 			}
-			if onLog != nil {
-				onLog(line)
-			}
-			p.keep(line)
 		}
 		if err != nil {
 			break
