@@ -108,9 +108,9 @@ func TestPodBudgetOffByDefault(t *testing.T) {
 	}
 }
 
-func TestQueueBytesCountSmallFrames(t *testing.T) {
-	// Every frame counts against QueueBytes, small ones too: 10-byte frames, a
-	// 35-byte budget, a queue long enough to hold them all by count.
+func TestQueuedEstimateCountsSmallFrames(t *testing.T) {
+	// Small frames are not charged one by one, yet the budget's estimate counts
+	// them: 10-byte frames, a queue long enough to hold them all by count.
 	l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 100, QueueBytes: 1000})
 	m := join(t, g, "lobby")
 	publish(t, l, "lobby", 3)

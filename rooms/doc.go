@@ -31,8 +31,8 @@
 // # Concurrency
 //
 // Lock order: shard mutex, then room mutex. Neither is held across bus or log I/O;
-// fan-out happens under the room mutex with non-blocking sends only. A member's
-// queued-bytes count is written by the fan-out under the room mutex and given back
-// by its reader with one atomic add per batch; the budget scan reads both under the
-// room mutex.
+// fan-out happens under the room mutex with non-blocking sends only. The budget scan
+// estimates a member's queued bytes under the room mutex from what the fan-out
+// already keeps: the large frames' byte count, and the queue's length times the
+// room's mean small frame; it adds nothing to the fan-out path.
 package rooms

@@ -31,16 +31,12 @@ type Item struct {
 }
 
 // Member is one stream's place in a room.
-//
-// Queue budget: the fan-out counts the bytes it queues in enq, a plain field written
-// only under the room's lock; the reader counts the bytes it takes in released, once
-// per batch. Their difference is what the queue holds. The two counters sit on
-// separate cache lines, so the fan-out never writes a line the reader writes.
 type Member struct {
 	room     *room
 	queue    chan *Item
+	bytes    atomic.Int64 // bytes of the large frames waiting (see Charge)
 	maxBytes int64
-	enq      int64 // bytes ever queued; under room.mu
+	small    int // frames up to this size are not charged (QueueBytes / Queue)
 
 	start replay.Position // the room's delivered position when the member was added
 
@@ -48,10 +44,6 @@ type Member struct {
 	once   sync.Once
 	reason atomic.Int32
 	open   *atomic.Int64 // the registry's count of open members
-
-	_        [64]byte
-	released atomic.Int64 // bytes ever taken by the reader
-	_        [56]byte
 }
 
 // Room is the room's name.
@@ -68,20 +60,31 @@ func (m *Member) Queue() <-chan *Item { return m.queue }
 // Release gives back the queue budget held by an item taken from Queue.
 func (m *Member) Release(it *Item) { m.ReleaseBytes(m.Charge(it)) }
 
-// Charge is the queue budget an item holds: its frame's size.
-func (m *Member) Charge(it *Item) int { return len(it.Frame) }
+// Charge is the queue budget an item holds: its frame's size when that is above the
+// queue's average share (QueueBytes / Queue), else nothing, since the queue's length
+// bounds those. The frames waiting in a queue thus take at most twice QueueBytes.
+func (m *Member) Charge(it *Item) int {
+	if len(it.Frame) <= m.small {
+		return 0
+	}
+	return len(it.Frame)
+}
 
 // ReleaseBytes gives back n bytes of queue budget at once: the Charge of a batch of
 // items taken from Queue, so that a reader pays one atomic add per batch.
 func (m *Member) ReleaseBytes(n int) {
 	if n != 0 {
-		m.released.Add(int64(n))
+		m.bytes.Add(-int64(n))
 	}
 }
 
-// queuedLocked is the bytes waiting in the queue (taken but not yet released
-// counts as waiting). The room's lock must be held.
-func (m *Member) queuedLocked() int64 { return m.enq - m.released.Load() }
+// queuedLocked estimates the bytes waiting in the queue for the pod's budget: the
+// large frames exactly, plus the room's average small frame for every item (small
+// frames are not counted one by one, which keeps the fan-out path free of writes to
+// the member). The room's lock must be held.
+func (m *Member) queuedLocked() int64 {
+	return m.bytes.Load() + int64(len(m.queue))*m.room.smallAvg
+}
 
 // queued is queuedLocked for callers without the lock.
 func (m *Member) queued() int64 {
@@ -112,16 +115,28 @@ func (m *Member) Close(r Reason) bool {
 // offerLocked queues it without blocking; it reports false when the queue is full
 // by count or by bytes. The room's lock must be held.
 func (m *Member) offerLocked(it *Item) bool {
-	n := int64(len(it.Frame))
+	n := int64(m.Charge(it))
+	if n == 0 {
+		// Small frames are bounded by the queue's length alone: Queue of them fit
+		// in QueueBytes. This spares the shared counter (and its cache line, which
+		// the reader writes too) on the fan-out path.
+		select {
+		case m.queue <- it:
+			return true
+		default:
+			return false
+		}
+	}
 	// A single frame larger than the budget still passes into an empty queue.
-	if q := m.queuedLocked(); q != 0 && q+n > m.maxBytes {
+	if total := m.bytes.Add(n); total > m.maxBytes && total != n {
+		m.bytes.Add(-n)
 		return false
 	}
 	select {
 	case m.queue <- it:
-		m.enq += n
 		return true
 	default:
+		m.bytes.Add(-n)
 		return false
 	}
 }

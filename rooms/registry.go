@@ -109,6 +109,7 @@ type room struct {
 	posTS     int64           // publish time of the event at pos; 0 when unknown
 	syncing   bool            // a repair (or the initial baseline) is running
 	dirty     bool            // a ring arrived while syncing
+	smallAvg  int64           // running mean size of the small frames fanned out (see Member.queuedLocked)
 }
 
 // New returns a Registry over bus and log.
@@ -192,7 +193,7 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 			return nil, r.err
 		}
 		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes,
-			done: make(chan struct{}), open: &g.open}
+			small: int(g.cfg.QueueBytes / int64(g.cfg.Queue)), done: make(chan struct{}), open: &g.open}
 		r.mu.Lock()
 		if r.gone {
 			r.mu.Unlock()
@@ -505,6 +506,15 @@ func (g *Registry) readAfter(ctx context.Context, room string, from replay.Posit
 // fanoutLocked offers it to every open member without blocking. A member that cannot
 // take it is closed as a slow consumer; its stream leaves and the client resumes by id.
 func (g *Registry) fanoutLocked(r *room, it *Item) {
+	if n := int64(len(it.Frame)); n <= g.cfg.QueueBytes/int64(g.cfg.Queue) {
+		// A mean over about the last 16 small frames, for the budget's estimate;
+		// the first one sets it.
+		if r.smallAvg == 0 {
+			r.smallAvg = n
+		} else {
+			r.smallAvg += (n - r.smallAvg) / 16
+		}
+	}
 	for m := range r.members {
 		if m.reason.Load() != 0 {
 			continue
