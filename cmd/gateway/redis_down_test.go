@@ -25,7 +25,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 		"--retry-min", "1s", "--retry-max", "2s")
 	ready := func() {
 		t.Helper()
-		res, err := http.Get(p.public + "/readyz")
+		res, err := http.Get(p.Public + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	}
 	ready()
 	room := redistest.Prefix(t)
-	res, err := http.Get(p.public + "/rooms/" + room + "/events")
+	res, err := http.Get(p.Public + "/rooms/" + room + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	}
 	publish := func() *http.Response {
 		t.Helper()
-		res, err := http.Post(p.public+"/rooms/"+room+"/events", "application/json", strings.NewReader(`{"hello":1}`))
+		res, err := http.Post(p.Public+"/rooms/"+room+"/events", "application/json", strings.NewReader(`{"hello":1}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	redistest.StandaloneAt(t, port)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err := http.Get(p.admin + "/admin/stats")
+		res, err := http.Get(p.Admin + "/admin/stats")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ready()
-	res, err = http.Get(p.public + "/rooms/" + room + "/events")
+	res, err = http.Get(p.Public + "/rooms/" + room + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}
