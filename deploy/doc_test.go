@@ -7,7 +7,9 @@
 // pointed at nothing), reading the settings in effect from its start-up line and
 // GOMEMLIMIT from its metrics. The manifests are decoded into the Kubernetes API's
 // own types (k8s.io/api, quantities from k8s.io/apimachinery), the Dockerfile with
-// BuildKit's parser, and nginx.conf is checked by nginx itself (nginx -t).
+// BuildKit's parser. nginx reads the nginx examples itself: nginx -t on nginx.conf,
+// and a real nginx on a loopback socket answers whether the body limits of nginx.conf
+// and of the Ingresses' proxy-body-size are the gateway's.
 //
 // TestDeployDriftChecksBite breaks each rule on purpose and requires its check to
 // fail: a check that cannot fail guards nothing.

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -233,4 +234,24 @@ func ingressPaths(ing *ingress) []networkingv1.HTTPIngressPath {
 		}
 	}
 	return paths
+}
+
+// TestDeployGOMEMLIMITAsTheRuntimeReadsIt: the Go runtime, not the gateway's size
+// syntax, reads GOMEMLIMIT. 920M is a size the gateway's flags accept and a
+// GOMEMLIMIT the runtime refuses at start (every pod would crash-loop); a test that
+// read it with the flags' parser passed it.
+func TestDeployGOMEMLIMITAsTheRuntimeReadsIt(t *testing.T) {
+	tree := mustLoadDeployTree(t)
+	if len(tree.deployments) == 0 {
+		t.Fatal("no Deployment under deploy/")
+	}
+	d := tree.deployments[0]
+	setEnv(d.gateway(), "GOMEMLIMIT", "920M")
+	err := checkStarts(tree, d)
+	if err == nil {
+		t.Fatal("GOMEMLIMIT=920M passes, yet the Go runtime refuses it")
+	}
+	if !strings.Contains(err.Error(), "GOMEMLIMIT") {
+		t.Fatalf("fails, but not for GOMEMLIMIT: %v", err)
+	}
 }
