@@ -43,6 +43,7 @@ var deployChecks = []deployCheck{
 	{name: "ingress body limits are the flags' as nginx reads them", check: checkIngressBodySize, nginx: true},
 	{name: "nginx accepts nginx.conf", check: checkNginx, nginx: true},
 	{name: "nginx.conf body limits are the flags' as nginx reads them", check: checkNginxBodySize, nginx: true},
+	{name: "nginx.conf proxies over kept-alive HTTP/1.1", check: checkNginxProxy, nginx: true},
 	{name: "kustomization lists existing files", check: checkKustomization},
 }
 
@@ -177,6 +178,12 @@ func TestDeployDriftChecksBite(t *testing.T) {
 				t.Fatal("no nginx.conf to break")
 			}
 			tree.nginxConf = writeNginxCopy(t, tree.nginxConf, "client_max_body_size", "client_max_body_size 2m; #")
+		},
+		"nginx.conf proxies over kept-alive HTTP/1.1": func(t *testing.T, tree *deployTree, _ *deployment) {
+			if tree.nginxConf == "" {
+				t.Fatal("no nginx.conf to break")
+			}
+			tree.nginxConf = writeNginxCopy(t, tree.nginxConf, `proxy_set_header Connection "";`, "")
 		},
 		"kustomization lists existing files": func(t *testing.T, tree *deployTree, _ *deployment) {
 			if len(tree.kustomizations) == 0 {

@@ -181,53 +181,68 @@ type bodyProbe struct {
 	want int64
 }
 
-// nginxBodyLimits runs a real nginx on the http block server(listen) and answers each
-// probe. The listening socket is the test's, on loopback, passed to nginx as an
-// inherited socket (the NGINX variable), so it accepts from the start and no port is
-// guessed. Nothing is proxied: a probe announces its body with Expect: 100-continue
-// and sends none.
-func nginxBodyLimits(server func(listen string) string, probes []bodyProbe) error {
+// runNginx runs a real nginx on the http block server(listen) until stop is called.
+// The listening socket is the test's, on loopback, passed to nginx as an inherited
+// socket (the NGINX variable), so it accepts from the start and no port is guessed.
+// logs returns nginx's error log, for messages.
+func runNginx(server func(listen string) string) (addr string, logs func() string, stop func(), err error) {
 	bin, err := nginxPath()
 	if err != nil {
-		return err
+		return "", nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return "", nil, nil, err
 	}
 	defer ln.Close()
 	f, err := ln.(*net.TCPListener).File()
 	if err != nil {
-		return err
+		return "", nil, nil, err
 	}
 	defer f.Close()
 	dir, conf, err := nginxWrapper(server(ln.Addr().String()))
 	if err != nil {
-		return err
+		return "", nil, nil, err
 	}
-	defer os.RemoveAll(dir)
 	// A master and one worker: nginx with master_process off ignores inherited
 	// sockets.
 	cmd := exec.Command(bin, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off; worker_processes 1;")
 	cmd.ExtraFiles = []*os.File{f} // fd 3
 	cmd.Env = append(os.Environ(), "NGINX=3;")
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start nginx: %w", err)
+		os.RemoveAll(dir)
+		return "", nil, nil, fmt.Errorf("start nginx: %w", err)
+	}
+	logs = func() string {
+		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(log)
 	}
 	// SIGTERM has the master stop its worker; SIGKILL only if it does not exit.
-	defer func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		t := time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
 		_ = cmd.Wait()
 		t.Stop()
-	}()
+		os.RemoveAll(dir)
+	}
+	return ln.Addr().String(), logs, stop, nil
+}
+
+// nginxBodyLimits runs nginx on the http block server(listen) and answers each
+// probe. Nothing is proxied: a probe announces its body with Expect: 100-continue
+// and sends none.
+func nginxBodyLimits(server func(listen string) string, probes []bodyProbe) error {
+	addr, logs, stop, err := runNginx(server)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	var errs []error
 	for _, p := range probes {
-		takes, err1 := nginxTakes(ln.Addr().String(), p.path, p.want)
-		takesMore, err2 := nginxTakes(ln.Addr().String(), p.path, p.want+1)
+		takes, err1 := nginxTakes(addr, p.path, p.want)
+		takesMore, err2 := nginxTakes(addr, p.path, p.want+1)
 		if err := errors.Join(err1, err2); err != nil {
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			return fmt.Errorf("nginx: %w\n%s", err, log)
+			return fmt.Errorf("nginx: %w\n%s", err, logs())
 		}
 		if !takes || takesMore {
 			errs = append(errs, fmt.Errorf("%s: nginx's body limit is not %s = %d bytes (takes %d bytes: %t; takes %d: %t)",
