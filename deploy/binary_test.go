@@ -174,6 +174,12 @@ func startPod(args []string, env [][2]string) (map[string]any, float64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	// Never start the binary on the manifest's addresses (every interface).
+	for _, l := range []string{"addr", "admin-addr"} {
+		if !slices.Contains(listeners, l) {
+			return nil, 0, fmt.Errorf("-help shows no loopback default for --%s: cannot move it to loopback (listener flags found: %q)", l, listeners)
+		}
+	}
 	var argv []string
 	for _, l := range listeners {
 		argv = append(argv, "--"+l+"=127.0.0.1:0")
