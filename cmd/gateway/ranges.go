@@ -90,9 +90,8 @@ func checkRanges(fs *flag.FlagSet, c *config, fromEnv map[string]bool) error {
 	return nil
 }
 
-// checkRelations checks the flags that bound one another. It is separate from
-// parseConfig's checks so that a single flag can be checked on its own (the deploy
-// drift test does).
+// checkRelations checks the flags that bound one another, once every flag and
+// environment twin is read; parseConfig checks each flag on its own.
 func (c config) checkRelations() error {
 	switch {
 	case c.RetryMin > c.RetryMax:
