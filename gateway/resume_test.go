@@ -43,6 +43,8 @@ func TestResumeBeyondMaxSeq(t *testing.T) {
 		{"16 digits", "1000000000000000"},
 		{"MaxSeq", "999999999999999"},
 		{"20 digits", "18446744073709551615"},
+		{"past uint64", "99999999999999999999"},
+		{"32 digits", "12345678901234567890123456789012"},
 	}
 	for mode, newP := range pods {
 		t.Run(mode, func(t *testing.T) {

@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -102,7 +103,9 @@ var ErrBadPosition = errors.New("replay: malformed event id")
 const maxEpochLen = 32
 
 // ParsePosition parses a resume point: "<epoch>:<seq>" or a bare "<seq>" meaning the
-// current epoch. Surrounding spaces are ignored; an empty string is an error.
+// current epoch. A seq of up to 32 digits parses; one past uint64 reads as the
+// largest uint64, which is past every head. Surrounding spaces are ignored; an
+// empty string is an error.
 func ParsePosition(s string) (Position, error) {
 	s = strings.TrimSpace(s)
 	epoch, seqText, found := strings.Cut(s, ":")
@@ -113,9 +116,37 @@ func ParsePosition(s string) (Position, error) {
 	}
 	seq, ok := parseSeq(seqText)
 	if !ok {
+		// A longer number is still a position: past every head (MaxSeq), so the
+		// reader resyncs like any reader ahead of the head, rather than being
+		// refused with a status a browser never retries.
+		if len(seqText) > 20 && len(seqText) <= maxSeqDigits && allDigits(seqText) || overflows(seqText) {
+			return Position{Epoch: epoch, Seq: math.MaxUint64}, nil
+		}
 		return Position{}, ErrBadPosition
 	}
 	return Position{Epoch: epoch, Seq: seq}, nil
+}
+
+// maxSeqDigits bounds the digits of a resume point's seq; any number of digits up to
+// it parses (one past uint64 saturates).
+const maxSeqDigits = 32
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+// overflows reports 20 digits that do not fit a uint64.
+func overflows(s string) bool {
+	if len(s) != 20 || !allDigits(s) {
+		return false
+	}
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err != nil
 }
 
 // parseSeq accepts plain decimal digits only: no sign, no spaces, at most 20 digits,
