@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/roomcast/roomcast/gateway"
 )
@@ -29,6 +31,12 @@ func FuzzEdge(f *testing.F) {
 	f.Fuzz(func(t *testing.T, m uint8, path, site, origin, auth, encoding, contentType string, body []byte) {
 		method := methods[int(m)%len(methods)]
 		req := httptest.NewRequest(method, "/", bytes.NewReader(body))
+		if method == http.MethodGet {
+			// A GET may open a stream, which lasts until its client goes away.
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+			defer cancel()
+			req = req.WithContext(ctx)
+		}
 		req.URL.Path = "/" + path
 		req.RemoteAddr = "127.0.0.1:1"
 		for name, v := range map[string]string{"Sec-Fetch-Site": site, "Origin": origin, "Authorization": auth, "Content-Encoding": encoding, "Content-Type": contentType} {
