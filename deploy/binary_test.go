@@ -296,3 +296,15 @@ func (r *podRun) str(key string) (string, error) {
 	}
 	return s, nil
 }
+
+// bodyLimits are --max-body and --max-batch-body as the binary started with d's
+// arguments reports them.
+func bodyLimits(tree *deployTree, d *deployment) (maxBody, maxBatch int64, err error) {
+	r, err := d.run(tree)
+	if err != nil {
+		return 0, 0, err
+	}
+	maxBody, err1 := r.number("max_body")
+	maxBatch, err2 := r.number("max_batch_body")
+	return maxBody, maxBatch, errors.Join(err1, err2)
+}

@@ -88,13 +88,8 @@ func batchOnly(ing *ingress) bool {
 // writes it into client_max_body_size as it is) and requires the limit to be the
 // gateway's, in bytes as the started binary reports it.
 func checkIngressBodySize(tree *deployTree, d *deployment) error {
-	r, err := d.run(tree)
+	maxBody, maxBatch, err := bodyLimits(tree, d)
 	if err != nil {
-		return err
-	}
-	maxBody, err1 := r.number("max_body")
-	maxBatch, err2 := r.number("max_batch_body")
-	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
 	var values []string

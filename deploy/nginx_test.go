@@ -113,13 +113,8 @@ func checkNginxBodySize(tree *deployTree, d *deployment) error {
 	if tree.nginxConf == "" {
 		return nil
 	}
-	r, err := d.run(tree)
+	maxBody, maxBatch, err := bodyLimits(tree, d)
 	if err != nil {
-		return err
-	}
-	maxBody, err1 := r.number("max_body")
-	maxBatch, err2 := r.number("max_batch_body")
-	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
 	data, err := readBounded(tree.nginxConf)
