@@ -17,6 +17,8 @@ const (
 	rejectRate     = "rate"
 	rejectCapacity = "capacity"
 	rejectClientIP = "client_ip"
+	// rejectAnonymousRooms: anonymous streams already hold as many rooms as they may.
+	rejectAnonymousRooms = "anonymous_rooms"
 )
 
 // admission bounds new streams: a token bucket of stream starts per second for the

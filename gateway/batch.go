@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/roomcast/roomcast/gateway/auth"
 	"github.com/roomcast/roomcast/replay"
 )
 
@@ -33,7 +34,8 @@ type batchResult struct {
 // idempotencyKey}. A well-formed batch is answered 200 with one result per item; an
 // item's own error fails only that item.
 func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
-	if aerr := s.parseBatchRequest(r); aerr != nil {
+	p, aerr := s.parseBatchRequest(r)
+	if aerr != nil {
 		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 		writeError(w, aerr)
 		return
@@ -70,6 +72,10 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		res.Room = it.Room
 		msg, aerr := s.validateItem(it)
+		if aerr == nil {
+			// Each item is checked against the grants: one outside them fails alone.
+			aerr = s.mayPublish(p, it.Room)
+		}
 		if aerr != nil {
 			s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 			res.fail(aerr)
@@ -93,14 +99,15 @@ func (res *batchResult) fail(aerr *apiError) {
 	res.Status, res.Error, res.Message = aerr.Status, aerr.Code, aerr.Message
 }
 
-func (s *Server) parseBatchRequest(r *http.Request) *apiError {
-	if aerr := s.authorizePublish(r); aerr != nil {
-		return aerr
+func (s *Server) parseBatchRequest(r *http.Request) (auth.Principal, *apiError) {
+	p, aerr := s.publisher(r)
+	if aerr != nil {
+		return p, aerr
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return errBatchMediaType
+		return p, errBatchMediaType
 	}
-	return contentEncodingError(r)
+	return p, contentEncodingError(r)
 }
 
 func (s *Server) validateItem(it batchItem) (replay.Message, *apiError) {

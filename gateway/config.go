@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/roomcast/roomcast/gateway/auth"
 )
 
 // Config configures a Server. Every zero value means "the default".
@@ -34,8 +36,20 @@ type Config struct {
 	// listener wrapped by LimitListener, streams not counted (zero: no cap).
 	MaxConnsPerIP int
 	// PublishToken, when set, is the bearer token publishers must send; when empty,
-	// only loopback clients may publish.
+	// only loopback clients may publish. It is ignored when Auth is set (give the
+	// keys to auth.Config.PublishKeys instead).
 	PublishToken string
+	// Auth authenticates subscribers and publishers. Nil: no JWT keys, open
+	// subscribing, and publishing with PublishToken or from loopback. The Server
+	// does not close it.
+	Auth *auth.Authenticator
+	// MaxTokenAge is how long a revocation is kept: the longest a credential it
+	// refuses may live (default 24h).
+	MaxTokenAge time.Duration
+	// MaxAnonymousRooms caps the rooms that streams without a credential may hold on
+	// the pod while JWT keys are configured; a stream beyond it is turned away like
+	// any other the pod cannot take now (zero: no cap).
+	MaxAnonymousRooms int
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
 	// ReplayBatch is how many history events one read fetches (default 256).
@@ -71,6 +85,7 @@ func (c *Config) fill() error {
 	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.PublishTimeout, 5*time.Second)
 	def(&c.BodyTimeout, 10*time.Second)
+	def(&c.MaxTokenAge, 24*time.Hour)
 	if c.MaxBody == 0 {
 		c.MaxBody = 64 << 10
 	}
@@ -95,11 +110,11 @@ func (c *Config) fill() error {
 	case c.Heartbeat < time.Millisecond:
 		// Streams tick at half the interval: below this it rounds to nothing.
 		return fmt.Errorf("gateway: heartbeat %s: must be at least 1ms", c.Heartbeat)
-	case c.WriteTimeout <= 0 || c.PublishTimeout <= 0 || c.BodyTimeout <= 0:
+	case c.WriteTimeout <= 0 || c.PublishTimeout <= 0 || c.BodyTimeout <= 0 || c.MaxTokenAge <= 0:
 		return errors.New("gateway: write, publish and body timeouts must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
 		return errors.New("gateway: body limits, batch items and replay batch must be positive")
-	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0:
+	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0:
 		return errors.New("gateway: admission limits must not be negative")
 	}
 	return nil

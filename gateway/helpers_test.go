@@ -62,7 +62,7 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	t.Helper()
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue: pc.queue, QueueBytes: pc.queueBytes, Linger: 10 * time.Millisecond,
-		Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame,
+		Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame, Logger: gatewaytest.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +76,10 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	dr, err := drain.New(reg, pc.drain)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pc.gw.Logger == nil {
+		// Logs are searched for secrets at the end of the run.
+		pc.gw.Logger = gatewaytest.Logger()
 	}
 	if pc.gw.RetryMin == 0 {
 		pc.gw.RetryMin, pc.gw.RetryMax = 3*time.Second, 6*time.Second

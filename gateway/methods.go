@@ -44,15 +44,24 @@ func methodNotAllowed(notFound http.Handler) http.HandlerFunc {
 }
 
 // streamHead answers a HEAD of a stream: the checks of a GET, then the stream's
-// headers and no body, without joining the room.
+// headers and no body, without joining the room. A ticket is not redeemed by a
+// HEAD (it is single-use, and the GET that follows needs it): a request with one is
+// checked for everything but its credential.
 func (s *Server) streamHead(w http.ResponseWriter, r *http.Request) {
-	if !replay.ValidRoom(chi.URLParam(r, "room")) {
+	room := chi.URLParam(r, "room")
+	if !replay.ValidRoom(room) {
 		writeError(w, errBadRoom)
 		return
 	}
 	if _, _, aerr := resumePoint(r); aerr != nil {
 		writeError(w, aerr)
 		return
+	}
+	if !r.URL.Query().Has("ticket") {
+		if _, aerr, _ := s.subscriber(r, room); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 	}
 	s.openStream(w)
 	w.WriteHeader(http.StatusOK)

@@ -18,6 +18,8 @@ type metrics struct {
 	published      prometheus.Counter
 	publishErrors  *prometheus.CounterVec
 	publishSeconds prometheus.Histogram
+	authRefused    *prometheus.CounterVec
+	ticketsIssued  prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
@@ -47,11 +49,22 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			Name: "roomcast_publish_duration_seconds", Help: "Time to append one event to the log.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 		}),
+		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomcast_auth_refused_total", Help: "Requests refused by access control, by route kind (subscribe, publish) and why (credential: none or invalid; revoked; grant: the room is not granted).",
+		}, []string{"route", "reason"}),
+		ticketsIssued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomcast_tickets_issued_total", Help: "Single-use stream tickets issued by POST /tickets.",
+		}),
 	}
 	for _, r := range rooms.Reasons {
 		m.streamsClosed.WithLabelValues(r.String())
 	}
-	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP} {
+	for _, route := range []string{"subscribe", "publish"} {
+		for _, why := range []string{"credential", "revoked", "grant"} {
+			m.authRefused.WithLabelValues(route, why)
+		}
+	}
+	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP, rejectAnonymousRooms} {
 		m.streamsTurned.WithLabelValues(r)
 	}
 	m.streamsOpened.WithLabelValues("true")
@@ -61,7 +74,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 	}
 	cs := []prometheus.Collector{
 		m.streamsOpened, m.streamsClosed, m.streamsTurned, m.delivered, m.resyncsSent,
-		m.published, m.publishErrors, m.publishSeconds,
+		m.published, m.publishErrors, m.publishSeconds, m.authRefused, m.ticketsIssued,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_streams_open", Help: "Open SSE streams."},
 			stat(func(st rooms.Stats) float64 { return float64(st.Members) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_rooms", Help: "Rooms with local members (or lingering)."},

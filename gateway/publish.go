@@ -47,7 +47,11 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 	if !replay.ValidRoom(room) {
 		return replay.Message{}, "", errBadRoom
 	}
-	if aerr := s.authorizePublish(r); aerr != nil {
+	p, aerr := s.publisher(r)
+	if aerr != nil {
+		return replay.Message{}, "", aerr
+	}
+	if aerr := s.mayPublish(p, room); aerr != nil {
 		return replay.Message{}, "", aerr
 	}
 	typ := r.Header.Get("Event-Type")

@@ -1,8 +1,8 @@
 package gateway
 
 import (
-	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomcast/roomcast/drain"
+	"github.com/roomcast/roomcast/gateway/auth"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/rooms"
 	"github.com/roomcast/roomcast/web"
@@ -30,7 +31,8 @@ type Server struct {
 
 	admission *admission
 
-	tokenHash []byte // sha256 of the publish token; nil when none is set
+	auth      *auth.Authenticator
+	sessions  *sessions
 	started   time.Time
 	published atomic.Uint64
 	delivered atomic.Uint64
@@ -48,11 +50,20 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg)}
-	if cfg.PublishToken != "" {
-		sum := sha256.Sum256([]byte(cfg.PublishToken))
-		s.tokenHash = sum[:]
+	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
+		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms)}
+	if s.auth == nil {
+		var keys []string
+		if cfg.PublishToken != "" {
+			keys = []string{cfg.PublishToken}
+		}
+		a, err := auth.New(auth.Config{PublishKeys: keys, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		s.auth = a
 	}
+	s.auth.OnRevoke(func(rev replay.Revocation) { s.sessions.revoke(rev) })
 	m, err := newMetrics(cfg.Registry, s)
 	if err != nil {
 		return nil, err
@@ -79,6 +90,7 @@ func (s *Server) Public() http.Handler {
 	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
+	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
 	return s.edge(r)
 }
@@ -94,6 +106,7 @@ func (s *Server) Admin() http.Handler {
 	r.Get("/admin/stats", s.stats)
 	r.Post("/admin/drain", s.startDrain)
 	r.Post("/admin/shed", s.shed)
+	r.Post("/admin/revoke", s.revoke)
 	r.HandleFunc("/debug/pprof/*", pprof.Index)
 	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/roomcast/roomcast/gateway/auth"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/rooms"
 )
@@ -44,6 +45,7 @@ type streamWriter struct {
 
 	deadline time.Time // the connection's current write deadline
 	last     time.Time // when the last write went out
+	credExp  int64     // when the stream's credential expires, Unix seconds; 0: never
 }
 
 // write sends p and flushes it. Every write has a deadline between 3/4 of the write
@@ -93,11 +95,32 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	who, aerr, down := s.subscriber(r, room)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	sw := s.openStream(w)
+	if down {
+		// The credential could not be checked now (a ticket with its store down):
+		// the client comes back later, as from any pod that cannot serve it now.
+		s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
+		_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
+		return
+	}
 	release, reject := s.admission.admit(r)
 	if reject == "" && !s.drain.Accepting() {
 		release()
 		reject = rejectDraining
+	}
+	if reject == "" && who.Source == auth.SourceAnonymous && s.auth.Enabled() {
+		if releaseRoom, ok := s.sessions.holdAnonymous(room); ok {
+			releaseAll := release
+			release = func() { releaseRoom(); releaseAll() }
+		} else {
+			release()
+			reject = rejectAnonymousRooms
+		}
 	}
 	if reject != "" {
 		// Draining or over a limit: a longer hint and an ended stream, never a
@@ -120,6 +143,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.rooms.Leave(m)
+	// A stream never outlives its credential: it ends with a reauth when the
+	// credential expires or is revoked.
+	defer s.sessions.add(who, m)()
+	defer expireAt(m, who.Expires)()
+	if !who.Expires.IsZero() {
+		sw.credExp = who.Expires.Unix()
+	}
 	if !s.drain.Accepting() {
 		// The drain began while this stream was joining: it would miss the drain's
 		// own close, so it moves on now.
@@ -343,6 +373,13 @@ func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 	switch reason {
 	case rooms.ReasonShed, rooms.ReasonShutdown:
 		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+	case rooms.ReasonReauth:
+		exp := sw.credExp
+		if exp == 0 || exp > time.Now().Unix() {
+			// Revoked before it expired: the credential ends now.
+			exp = time.Now().Unix()
+		}
+		_ = sw.write(retryFrame(reauthFrame(m.Room(), exp), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
 	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
 		// Drop the connection rather than end the response cleanly: a client that
 		// does not read would otherwise keep the socket as an idle keep-alive

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
@@ -22,7 +23,10 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.Cleanup(func(code int) { redistest.Teardown(); os.Exit(code) }))...)
+		goleak.Cleanup(func(code int) {
+			redistest.Teardown()
+			os.Exit(gatewaytest.RedactionMain(func() int { return code }))
+		}))...)
 }
 
 func TestStreamHeadersAndFirstFrame(t *testing.T) {

@@ -17,13 +17,16 @@ const (
 	ReasonShutdown
 	// ReasonUnavailable: the room could not be joined (bus or log unavailable).
 	ReasonUnavailable
+	// ReasonReauth: the stream's credential expired or was revoked; it reconnects
+	// with a fresh one.
+	ReasonReauth
 
 	// NumReasons bounds the values above, for arrays indexed by Reason.
 	NumReasons
 )
 
 // Reasons lists every reason, for metric registration.
-var Reasons = []Reason{ReasonClientGone, ReasonSlowConsumer, ReasonWriteFailed, ReasonShed, ReasonShutdown, ReasonUnavailable}
+var Reasons = []Reason{ReasonClientGone, ReasonSlowConsumer, ReasonWriteFailed, ReasonShed, ReasonShutdown, ReasonUnavailable, ReasonReauth}
 
 func (r Reason) String() string {
 	switch r {
@@ -39,6 +42,8 @@ func (r Reason) String() string {
 		return "shutdown"
 	case ReasonUnavailable:
 		return "unavailable"
+	case ReasonReauth:
+		return "reauth"
 	}
 	return "open"
 }

@@ -60,6 +60,7 @@ func TestReasonString(t *testing.T) {
 		{ReasonShed, "shed"},
 		{ReasonShutdown, "shutdown"},
 		{ReasonUnavailable, "unavailable"},
+		{ReasonReauth, "reauth"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -47,6 +47,7 @@ type config struct {
 	MaxConnsPerIP    int
 	PublishToken     string
 	PublishTokenFile string
+	Auth             authFlags
 
 	DrainDelay   time.Duration
 	DrainWindow  time.Duration
@@ -86,8 +87,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 10*time.Second, "how long a request body may take to arrive; past it the answer is 408 (streams are not bounded by it)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address on the public listener, streams not counted; a new one beyond it is closed at once (0: no cap; behind a proxy every client shares the proxy's address)")
-	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer token; empty allows loopback clients only")
-	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer token (instead of --publish-token, which shows in the process list)")
+	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer tokens, comma-separated; with none (and no JWT key) only loopback clients may publish")
+	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer tokens, one per line (instead of --publish-token, which shows in the process list)")
+	c.Auth.register(fs)
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
@@ -128,6 +130,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if _, err := parseRedis(c.Redis); err != nil {
+		return c, err
+	}
+	if err := c.Auth.check(); err != nil {
 		return c, err
 	}
 	return c, checkToken(&c)

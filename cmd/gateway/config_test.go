@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -36,7 +37,7 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 	got := config{Addr: c.Addr, AdminAddr: c.AdminAddr, History: c.History, HistoryTTL: c.HistoryTTL, MaxRooms: c.MaxRooms,
 		RetryMin: c.RetryMin, RetryMax: c.RetryMax, Heartbeat: c.Heartbeat, Queue: c.Queue, MaxBody: c.MaxBody,
 		DrainDelay: c.DrainDelay, DrainWindow: c.DrainWindow, DrainTimeout: c.DrainTimeout}
-	if got != want || c.Redis != "" || c.PublishToken != "" {
+	if !reflect.DeepEqual(got, want) || c.Redis != "" || c.PublishToken != "" {
 		t.Fatalf("defaults\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/auth"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/rooms"
 )
@@ -68,6 +69,7 @@ type pod struct {
 	rooms  *rooms.Registry
 	drain  *drain.Drainer
 	server *gateway.Server
+	auth   *auth.Authenticator
 }
 
 func build(cfg config, logger *slog.Logger) (*pod, error) {
@@ -94,6 +96,10 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	access, err := newAuthenticator(cfg, log, logger)
+	if err != nil {
+		return nil, err
+	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(log, reg, dr, gateway.Config{
@@ -104,16 +110,18 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
 		BodyTimeout:  cfg.BodyTimeout, MaxConnsPerIP: cfg.MaxConnsPerIP,
-		PublishToken: cfg.PublishToken,
-		AcceptRate:   cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
+		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
+		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader,
 		Registry: metrics,
 		Logger:   logger,
 	})
 	if err != nil {
+		access.Close()
 		return nil, err
 	}
-	return &pod{cfg: cfg, log: log, rooms: reg, drain: dr, server: srv}, nil
+	access.Start()
+	return &pod{cfg: cfg, log: log, rooms: reg, drain: dr, server: srv, auth: access}, nil
 }
 
 // openLog returns the shared Redis log with --redis, else the embedded memory log.
@@ -180,8 +188,11 @@ func (p *pod) serve(logger *slog.Logger) int {
 	}
 	logger.Info("roomcast gateway started", append([]any{"addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
 		"log", logKind(p.cfg)}, p.cfg.effective()...)...)
-	if p.cfg.PublishToken == "" {
-		logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
+	if !p.cfg.Auth.jwtEnabled() {
+		logger.Warn("no --jwt-key or --jwt-hmac-file: every room can be read without a credential")
+		if p.cfg.PublishToken == "" {
+			logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
+		}
 	}
 
 	code := 0
@@ -217,8 +228,11 @@ func (p *pod) serve(logger *slog.Logger) int {
 	return code
 }
 
-// close releases the registry and the log.
+// close releases the registry, access control and the log.
 func (p *pod) close(ctx context.Context, logger *slog.Logger) {
+	if p.auth != nil {
+		p.auth.Close()
+	}
 	if err := p.rooms.Close(ctx); err != nil {
 		logger.Warn("closing rooms", "err", err)
 	}

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ROOMCAST_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
-	code := m.Run()
+	code := gatewaytest.RedactionMain(m.Run)
 	redistest.Teardown()
 	os.Exit(code)
 }

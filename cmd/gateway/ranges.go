@@ -45,6 +45,9 @@ var ranges = map[string]bound{
 	"drain-delay":           {min: 0, max: float64(10 * time.Minute)},
 	"drain-window":          {min: 0, max: float64(time.Hour)},
 	"drain-timeout":         {min: float64(time.Second), max: float64(2 * time.Hour)},
+	"ticket-ttl":            {min: float64(time.Second), max: float64(10 * time.Minute)},
+	"max-token-age":         {min: float64(time.Minute), max: float64(365 * 24 * time.Hour)},
+	"max-anonymous-rooms":   {min: 1, max: 1e7, zero: "no cap"},
 }
 
 // checkRanges checks every numeric flag against its range, and the flags whose
@@ -232,6 +235,10 @@ func (c config) effective() []any {
 		"max_streams_per_ip", c.MaxStreamsPerIP, "client_ip_header", c.ClientIPHeader,
 		"max_body", int64(c.MaxBody), "max_batch_body", int64(c.MaxBatchBody),
 		"publish_token_set", c.PublishToken != "", "publish_token_file", c.PublishTokenFile,
+		"jwt_keys", c.Auth.JWTKeys.String(), "jwt_hmac_file", c.Auth.JWTHMACFile, "jwt_audience", c.Auth.JWTAudience,
+		"jwt_issuer", c.Auth.JWTIssuer, "jwt_cookie", c.Auth.JWTCookie, "ticket_ttl", fmtDuration(c.Auth.TicketTTL),
+		"anonymous_rooms", c.Auth.AnonymousRooms, "max_token_age", fmtDuration(c.Auth.MaxTokenAge),
+		"max_anonymous_rooms", c.Auth.MaxAnonymousRooms,
 		"drain_delay", fmtDuration(c.DrainDelay), "drain_window", fmtDuration(c.DrainWindow), "drain_timeout", fmtDuration(c.DrainTimeout),
 		"log_level", strings.ToLower(c.LogLevel),
 	}

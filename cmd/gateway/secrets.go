@@ -17,7 +17,7 @@ func checkToken(c *config) error {
 		if c.PublishToken != "" {
 			return errors.New("--publish-token-file: set either it or --publish-token, not both")
 		}
-		token, err := readTokenFile(c.PublishTokenFile)
+		token, err := readKeysFile(c.PublishTokenFile)
 		if err != nil {
 			return err
 		}

@@ -149,6 +149,7 @@ func (p *Process) read(r *bufio.Reader, onLog func([]byte), started chan<- [2]st
 				Addr      string `json:"addr"`
 				AdminAddr string `json:"admin_addr"`
 			}
+			captureLog(line)
 			// OnLog and Log see the start-up line before Launch returns.
 			if onLog != nil {
 				onLog(line)

@@ -1,0 +1,357 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/rooms"
+)
+
+// Access control: who may listen, who may publish. The credentials themselves are
+// auth's; this file applies them to the routes and to open streams.
+
+var (
+	errNoCredential = newError(http.StatusUnauthorized, "unauthorized",
+		"this room needs a credential: Authorization: Bearer <token>, the session cookie or a ticket")
+	errRevoked = newError(http.StatusUnauthorized, "unauthorized", "the credential was revoked")
+)
+
+func errNotGranted(what, room string) *apiError {
+	return newError(http.StatusForbidden, "forbidden", "the credential does not grant "+what+" room "+room)
+}
+
+// credentialError answers a credential auth refused: 401 with its reason, which
+// never repeats the credential itself.
+func credentialError(err error) *apiError {
+	if errors.Is(err, auth.ErrNoCredential) {
+		return errUnauthorized
+	}
+	return newError(http.StatusUnauthorized, "unauthorized", err.Error())
+}
+
+// subscriber authenticates a stream request for room: its principal, or the answer
+// that refuses it (401 without a usable credential, 403 for a room not granted).
+// A ticket that cannot be redeemed because the backend is down is unavailable: the
+// stream is then answered like any other stream the pod cannot serve now.
+func (s *Server) subscriber(r *http.Request, room string) (auth.Principal, *apiError, bool) {
+	p, err := s.auth.Subscriber(r.Context(), r)
+	switch {
+	case errors.Is(err, replay.ErrUnavailable):
+		return p, nil, true
+	case err != nil:
+		s.m.authRefused.WithLabelValues("subscribe", "credential").Inc()
+		return p, credentialError(err), false
+	case s.auth.Revoked(p):
+		s.m.authRefused.WithLabelValues("subscribe", "revoked").Inc()
+		return p, errRevoked, false
+	case p.CanSubscribe(room):
+		return p, nil, false
+	case p.Source == auth.SourceAnonymous:
+		s.m.authRefused.WithLabelValues("subscribe", "credential").Inc()
+		return p, errNoCredential, false
+	default:
+		s.m.authRefused.WithLabelValues("subscribe", "grant").Inc()
+		return p, errNotGranted("subscribing to", room), false
+	}
+}
+
+// publisher authenticates a publish: a static key or a JWT with publish grants.
+// With no key of any kind configured, only loopback clients may publish.
+func (s *Server) publisher(r *http.Request) (auth.Principal, *apiError) {
+	p, err := s.auth.Publisher(r)
+	switch {
+	case err != nil:
+		s.m.authRefused.WithLabelValues("publish", "credential").Inc()
+		return p, credentialError(err)
+	case s.auth.Revoked(p):
+		s.m.authRefused.WithLabelValues("publish", "revoked").Inc()
+		return p, errRevoked
+	case p.Source == auth.SourceAnonymous && !isLoopback(r.RemoteAddr):
+		s.m.authRefused.WithLabelValues("publish", "credential").Inc()
+		return p, errForbidden
+	}
+	return p, nil
+}
+
+// mayPublish is the per-room check of a publisher's grants.
+func (s *Server) mayPublish(p auth.Principal, room string) *apiError {
+	if p.CanPublish(room) {
+		return nil
+	}
+	s.m.authRefused.WithLabelValues("publish", "grant").Inc()
+	return errNotGranted("publishing to", room)
+}
+
+// sessions indexes open streams by the user and token they were opened with, so a
+// revocation can end them, and counts the rooms anonymous streams hold.
+type sessions struct {
+	mu    sync.Mutex
+	byKey map[string]map[*rooms.Member]auth.Principal // "sub:<sub>" and "jti:<jti>"
+
+	maxAnon int            // rooms anonymous streams may hold on the pod; 0: no cap
+	anon    map[string]int // room → anonymous streams in it
+}
+
+func newSessions(maxAnon int) *sessions {
+	return &sessions{byKey: map[string]map[*rooms.Member]auth.Principal{}, maxAnon: maxAnon, anon: map[string]int{}}
+}
+
+// holdAnonymous reserves room for an anonymous stream: false when that would make
+// anonymous streams hold more rooms than the cap. release undoes it.
+func (ss *sessions) holdAnonymous(room string) (release func(), ok bool) {
+	if ss.maxAnon <= 0 {
+		return func() {}, true
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.anon[room] == 0 && len(ss.anon) >= ss.maxAnon {
+		return nil, false
+	}
+	ss.anon[room]++
+	return func() {
+		ss.mu.Lock()
+		if ss.anon[room]--; ss.anon[room] <= 0 {
+			delete(ss.anon, room)
+		}
+		ss.mu.Unlock()
+	}, true
+}
+
+func sessionKeys(p auth.Principal) []string {
+	var keys []string
+	if p.Sub != "" {
+		keys = append(keys, "sub:"+p.Sub)
+	}
+	if p.JTI != "" {
+		keys = append(keys, "jti:"+p.JTI)
+	}
+	return keys
+}
+
+// add indexes m under p's user and token; the returned func removes it.
+func (ss *sessions) add(p auth.Principal, m *rooms.Member) func() {
+	keys := sessionKeys(p)
+	if len(keys) == 0 {
+		return func() {}
+	}
+	ss.mu.Lock()
+	for _, k := range keys {
+		set := ss.byKey[k]
+		if set == nil {
+			set = map[*rooms.Member]auth.Principal{}
+			ss.byKey[k] = set
+		}
+		set[m] = p
+	}
+	ss.mu.Unlock()
+	return func() {
+		ss.mu.Lock()
+		for _, k := range keys {
+			if set := ss.byKey[k]; set != nil {
+				delete(set, m)
+				if len(set) == 0 {
+					delete(ss.byKey, k)
+				}
+			}
+		}
+		ss.mu.Unlock()
+	}
+}
+
+// revoke ends the streams rev refuses: every stream of a token (jti), or every
+// stream of a user (sub) opened with a token issued at or before the revocation.
+// It returns how many it ended.
+func (ss *sessions) revoke(rev replay.Revocation) int {
+	ss.mu.Lock()
+	var ended []*rooms.Member
+	for m, p := range ss.byKey[rev.Kind+":"+rev.Value] {
+		if rev.Kind == "sub" && !p.IssuedAt.IsZero() && p.IssuedAt.After(rev.At) {
+			continue
+		}
+		ended = append(ended, m)
+	}
+	ss.mu.Unlock()
+	n := 0
+	for _, m := range ended {
+		if m.Close(rooms.ReasonReauth) {
+			n++
+		}
+	}
+	return n
+}
+
+// expireAt ends m with a reauth when its credential expires; stop cancels that.
+func expireAt(m *rooms.Member, exp time.Time) (stop func()) {
+	if exp.IsZero() {
+		return func() {}
+	}
+	t := time.AfterFunc(time.Until(exp), func() { m.Close(rooms.ReasonReauth) })
+	return func() { t.Stop() }
+}
+
+// reauthFrame tells a client that its credential expired or was revoked: it gets a
+// fresh one and resumes. It carries no id, so the client's resume point stays.
+func reauthFrame(room string, exp int64) []byte {
+	b := make([]byte, 0, 64+len(room))
+	b = append(b, "event: reauth\ndata: {\"room\":\""...)
+	b = append(b, room...)
+	b = append(b, "\",\"exp\":"...)
+	b = strconv.AppendInt(b, exp, 10)
+	return append(b, "}\n\n"...)
+}
+
+// issueTicket serves POST /tickets: a single-use ticket for a browser's EventSource,
+// which cannot send headers. With an empty body it is bound to the bearer token's
+// (or the session cookie's) subscribe grants and user; a backend holding a publish
+// credential may instead name the user and grants in a JSON body
+// {"sub","subscribe":[...],"exp"}, within what its own publish grants cover.
+func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
+	raw, aerr := readBody(w, r, maxTicketBody)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var p auth.Principal
+	if len(trimSpace(raw)) == 0 {
+		var err error
+		p, err = s.auth.Subscriber(r.Context(), r)
+		switch {
+		case errors.Is(err, replay.ErrUnavailable):
+			writeError(w, unavailable("the ticket store is unavailable; retry later"))
+			return
+		case err != nil:
+			writeError(w, credentialError(err))
+			return
+		case p.Source != auth.SourceBearer && p.Source != auth.SourceCookie:
+			writeError(w, newError(http.StatusUnauthorized, "unauthorized",
+				"a ticket is issued for a token: send Authorization: Bearer <token> (or the session cookie), or a publish credential and {\"sub\",\"subscribe\"}"))
+			return
+		}
+	} else {
+		pub, aerr := s.publisher(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if !isJSON(r) {
+			writeError(w, newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the ticket request as application/json"))
+			return
+		}
+		req, err := auth.ParseTicketRequest(raw, time.Now())
+		if err != nil {
+			writeError(w, newError(http.StatusBadRequest, "invalid_ticket_request", err.Error()))
+			return
+		}
+		for _, g := range req.Subscribe {
+			if !covers(pub.Publish, g) {
+				writeError(w, newError(http.StatusForbidden, "forbidden", "the publish credential does not cover the grant "+string(g)))
+				return
+			}
+		}
+		p = req
+	}
+	if s.auth.Revoked(p) {
+		writeError(w, errRevoked)
+		return
+	}
+	t, err := s.auth.IssueTicket(r.Context(), p)
+	if err != nil {
+		s.cfg.Logger.Warn("ticket not issued", "sub", p.Sub, "err", err)
+		writeError(w, unavailable("the ticket store is unavailable; retry later"))
+		return
+	}
+	s.m.ticketsIssued.Inc()
+	writeJSON(w, http.StatusCreated, t)
+}
+
+// maxTicketBody bounds a POST /tickets body.
+const maxTicketBody = 16 << 10
+
+// covers reports whether grants cover every room pattern g allows: g itself, or a
+// prefix grant whose prefix begins g's.
+func covers(grants auth.Grants, g auth.Pattern) bool {
+	for _, have := range grants {
+		hs, gs := string(have), string(g)
+		if hs == gs {
+			return true
+		}
+		if n := len(hs) - 1; n >= 0 && hs[n] == '*' && len(gs) >= n && gs[:n] == hs[:n] {
+			return true
+		}
+	}
+	return false
+}
+
+// revokeRequest is the body of POST /admin/revoke: exactly one of sub and jti.
+type revokeRequest struct {
+	Sub string `json:"sub"`
+	JTI string `json:"jti"`
+}
+
+// revoke serves POST /admin/revoke: the user's (sub) or the token's (jti)
+// credentials are refused on every pod until they could have expired, and the
+// streams they opened end with a reauth.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	raw, aerr := readBody(w, r, maxTicketBody)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req revokeRequest
+	if err := decodeStrict(raw, &req); err != nil {
+		writeError(w, newError(http.StatusBadRequest, "invalid_json", "send {\"sub\":\"…\"} or {\"jti\":\"…\"}"))
+		return
+	}
+	kind, value := "sub", req.Sub
+	if req.JTI != "" {
+		kind, value = "jti", req.JTI
+	}
+	if (req.Sub == "") == (req.JTI == "") || len(value) > 256 {
+		writeError(w, newError(http.StatusBadRequest, "invalid_revocation", "name exactly one of sub and jti, at most 256 bytes"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
+	defer cancel()
+	if err := s.auth.Revoke(ctx, kind, value, s.cfg.MaxTokenAge); err != nil {
+		if errors.Is(err, auth.ErrInvalid) || errors.Is(err, replay.ErrInvalid) {
+			writeError(w, newError(http.StatusBadRequest, "invalid_revocation", "name exactly one of sub and jti: 1 to 256 bytes of UTF-8"))
+			return
+		}
+		s.cfg.Logger.Warn("revocation failed", "kind", kind, "err", err)
+		writeError(w, unavailable("the revocation could not be recorded for the fleet; retry"))
+		return
+	}
+	s.cfg.Logger.Info("credentials revoked", "kind", kind, kind, value)
+	writeJSON(w, http.StatusOK, map[string]string{"kind": kind, "value": value, "until": time.Now().Add(s.cfg.MaxTokenAge).UTC().Format(time.RFC3339)})
+}
+
+func trimSpace(b []byte) []byte { return bytes.TrimSpace(b) }
+
+func isJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+// decodeStrict decodes one JSON object into v: unknown fields and trailing data are
+// errors.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
