@@ -12,6 +12,7 @@ import (
 	"github.com/roomcast/roomcast/gateway/auth"
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 const (
@@ -363,4 +364,34 @@ func TestOpenModeKeepsTodaysBehaviour(t *testing.T) {
 	if res := do(t, http.MethodPost, p.public.URL+"/tickets", ""); res.status != 401 {
 		t.Fatalf("POST /tickets without a credential: %d, want 401", res.status)
 	}
+}
+
+// TestAnonymousRoomsAreCapped: streams without a credential may make the pod hold
+// only so many rooms; one more is turned away with 200, a longer retry hint and an
+// end, a room already held still takes more streams, and a room freed is free again.
+func TestAnonymousRoomsAreCapped(t *testing.T) {
+	p := newPod(t, podConfig{gw: gateway.Config{MaxAnonymousRooms: 2}})
+	r1 := p.subscribe(t, "r1", "")
+	expectAnchor(t, r1)
+	r2 := p.subscribe(t, "r2", "")
+	expectAnchor(t, r2)
+
+	turned := p.subscribe(t, "r3", "")
+	if frames := turned.waitEnd(); len(frames) != 1 || frames[0].retry < 6000 || frames[0].hasID {
+		t.Fatalf("a third room: %+v, want only a longer retry hint and the end", frames)
+	}
+	again := p.subscribe(t, "r1", "")
+	expectAnchor(t, again)
+	if got := p.metrics(t).Value("roomcast_streams_rejected_total", "reason", "anonymous_rooms"); got != 1 {
+		t.Fatalf("roomcast_streams_rejected_total{reason=anonymous_rooms} = %v, want 1", got)
+	}
+
+	r2.close()
+	replaytest.Eventually(t, 10*time.Second, "r2 to be freed", func() bool {
+		s := p.subscribe(t, "r3", "")
+		defer s.close()
+		s.nextAny() // the retry hint
+		f, ok := s.nextAny()
+		return ok && f.hasID // the anchor: admitted
+	})
 }

@@ -47,8 +47,9 @@ type Config struct {
 	// refuses may live (default 24h).
 	MaxTokenAge time.Duration
 	// MaxAnonymousRooms caps the rooms that streams without a credential may hold on
-	// the pod while JWT keys are configured; a stream beyond it is turned away like
-	// any other the pod cannot take now (zero: no cap).
+	// the pod (every stream, when no JWT key is configured): a stream that would
+	// take one more is turned away like any other the pod cannot take now (zero: no
+	// cap). It bounds the subscriptions clients nobody knows can make a pod hold.
 	MaxAnonymousRooms int
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration

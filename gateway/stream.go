@@ -113,7 +113,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		release()
 		reject = rejectDraining
 	}
-	if reject == "" && who.Source == auth.SourceAnonymous && s.auth.Enabled() {
+	if reject == "" && who.Source == auth.SourceAnonymous {
 		if releaseRoom, ok := s.sessions.holdAnonymous(room); ok {
 			releaseAll := release
 			release = func() { releaseRoom(); releaseAll() }

@@ -36,7 +36,7 @@ func (a *authFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&a.TicketTTL, "ticket-ttl", 30*time.Second, "how long a ticket from POST /tickets may wait to be redeemed (once)")
 	fs.StringVar(&a.AnonymousRooms, "anonymous-rooms", "", "rooms readable without a credential once a JWT key is set: comma-separated names or prefixes ending in * (empty: none)")
 	fs.DurationVar(&a.MaxTokenAge, "max-token-age", 24*time.Hour, "the longest a credential lives: how long POST /admin/revoke refuses a user's or a token's credentials")
-	fs.IntVar(&a.MaxAnonymousRooms, "max-anonymous-rooms", 1000, "rooms that streams without a credential may hold on a pod while a JWT key is set (0: no cap)")
+	fs.IntVar(&a.MaxAnonymousRooms, "max-anonymous-rooms", 10000, "rooms that streams without a credential (every stream, with no JWT key) may hold on a pod; a stream for one more gets 200, a longer retry: and an end (0: no cap)")
 }
 
 // jwtEnabled reports whether any JWT key is configured.
