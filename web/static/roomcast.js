@@ -269,6 +269,7 @@ export class Subscription {
       this.#open(null);
       return;
     }
+    clearTimeout(this.#ticketTimer);
     const token = {};
     this.#pending = token;
     this.#setState(State.CONNECTING, { url: this.#resumeURL().href, attempt: this.#attempt });

@@ -759,6 +759,45 @@ test('tickets: close from onError during a failed getTicket schedules nothing', 
   eq([calls, ES.all.length, states], [1, 0, ['connecting', 'closed']], 'calls, sources, states');
 });
 
+test('tickets: close from onState or from getTicket itself opens nothing', async () => {
+  // The second connect (after the first source fails) closes the subscription
+  // from inside onState('connecting') or from inside getTicket.
+  for (const where of ['onState', 'getTicket sync', 'getTicket async']) {
+    let calls = 0;
+    const ES = fakeEventSource();
+    const states = [];
+    const errors = [];
+    const holder = {};
+    holder.sub = subscribe('r', {
+      EventSource: ES,
+      baseUrl: 'http://gw.test/',
+      random: () => 0,
+      getTicket: () => {
+        calls++;
+        if (calls === 1) return 't1';
+        if (where === 'getTicket sync') {
+          holder.sub.close();
+          return 't2';
+        }
+        return Promise.resolve().then(() => {
+          holder.sub.close();
+          return 't2';
+        });
+      },
+      onState: (s) => {
+        states.push(s);
+        if (where === 'onState' && s === 'connecting' && states.length > 1) holder.sub.close();
+      },
+      onError: (e) => errors.push(e.message),
+    });
+    ES.all[0].fail();
+    await until(() => holder.sub.state === State.CLOSED, `${where}: closed`);
+    await settled();
+    eq([ES.all.length, states, errors], [1, ['connecting', 'reconnecting', 'connecting', 'closed'], []], `${where}: sources, states, errors`);
+    eq(calls, where === 'onState' ? 1 : 2, `${where}: getTicket calls`);
+  }
+});
+
 test('tickets: withCredentials is passed to every EventSource', async () => {
   const rec = recorder({ getTicket: ticketSource(), withCredentials: true, random: () => 0 });
   await until(() => rec.ES.all.length === 1, 'the first source');
