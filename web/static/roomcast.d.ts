@@ -69,7 +69,7 @@ export interface Gap {
 /** The stream's credential expired or was revoked (`event: reauth`). */
 export interface Reauth {
   room: string;
-  /** When the credential expired, Unix seconds. */
+  /** The credential's expiry, Unix seconds (a revoked one may not have reached it). */
   exp: number;
 }
 
