@@ -51,9 +51,12 @@ type Grants []Pattern
 
 // ParseGrants parses each entry with ParsePattern; at most 256 entries. An empty or
 // nil list is an empty Grants, which allows nothing. Errors wrap ErrInvalid.
-func ParseGrants(list []string) (Grants, error) {
-	if len(list) > maxGrants {
-		return nil, fmt.Errorf("auth: grants: %d patterns, at most %d: %w", len(list), maxGrants, ErrInvalid)
+func ParseGrants(list []string) (Grants, error) { return parseGrants(list, maxGrants) }
+
+// parseGrants is ParseGrants with a bound of max entries.
+func parseGrants(list []string, max int) (Grants, error) {
+	if len(list) > max {
+		return nil, fmt.Errorf("auth: grants: %d patterns, at most %d: %w", len(list), max, ErrInvalid)
 	}
 	g := make(Grants, 0, len(list))
 	for _, s := range list {
