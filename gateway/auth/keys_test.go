@@ -166,3 +166,30 @@ func TestBadRewriteKeepsKeys(t *testing.T) {
 		t.Fatalf("the last good key: %v", err)
 	}
 }
+
+// TestKeyRotationPEM: a PEM file rewritten with a key of another type is picked up by
+// the periodic check alone (a token without kid forces no reload).
+func TestKeyRotationPEM(t *testing.T) {
+	k := keys(t)
+	path := writeFile(t, t.TempDir(), "key.pem", pemPublic(t, &k.rsa.PublicKey))
+	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: 10 * time.Millisecond, Now: newClock().Now})
+	old := sign(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", nil, nil))
+	next := sign(t, jwt.SigningMethodEdDSA, k.ed, "", claims("u2", nil, nil))
+	verify := func(tok string) error {
+		_, err := a.Subscriber(context.Background(), streamRequest(tok, "", ""))
+		return err
+	}
+	if err := verify(next); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("the next key before rotation: %v", err)
+	}
+	replaceFile(t, path, pemPublic(t, k.ed.Public()))
+	replaytest.Eventually(t, 10*time.Second, "rotation", func() error {
+		if err := verify(next); err != nil {
+			return err
+		}
+		if err := verify(old); !errors.Is(err, auth.ErrInvalid) {
+			return errors.New("the old key still verifies")
+		}
+		return nil
+	})
+}
