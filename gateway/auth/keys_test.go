@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/big"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -165,6 +166,21 @@ func TestBadRewriteKeepsKeys(t *testing.T) {
 	if _, err := a.Subscriber(t.Context(), streamRequest(tok, "", "")); err != nil {
 		t.Fatalf("the last good key: %v", err)
 	}
+	// A file that goes away keeps its keys too.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-w.ch:
+		if !strings.Contains(msg, path) {
+			t.Fatalf("warning %q does not name the file", msg)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no warning for a missing key file")
+	}
+	if _, err := a.Subscriber(t.Context(), streamRequest(tok, "", "")); err != nil {
+		t.Fatalf("the last good key of a missing file: %v", err)
+	}
 }
 
 // TestKeyRotationPEM: a PEM file rewritten with a key of another type is picked up by
@@ -192,4 +208,53 @@ func TestKeyRotationPEM(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestJWKSKeySelection: a kid picks its key; a token without kid tries every key that
+// fits its algorithm; a JWK's alg narrows what its key verifies.
+func TestJWKSKeySelection(t *testing.T) {
+	k := keys(t)
+	rsaJWK := jwkOf(t, "k1", &k.rsa.PublicKey)
+	if err := rsaJWK.Set(jwk.AlgorithmKey, "RS256"); err != nil {
+		t.Fatal(err)
+	}
+	set := jwk.NewSet()
+	for _, key := range []jwk.Key{rsaJWK, jwkOf(t, "k2", &k.ec.PublicKey), jwkOf(t, "k3", &k.ec2.PublicKey)} {
+		if err := set.AddKey(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuth(t, auth.Config{KeyFiles: []string{writeFile(t, t.TempDir(), "jwks.json", doc)}, Now: newClock().Now})
+	tests := []struct {
+		name   string
+		token  string
+		reason string
+	}{
+		{"RS256 by kid", sign(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil)), ""},
+		{"ES256 by kid", sign(t, jwt.SigningMethodES256, k.ec2, "k3", claims("u1", nil, nil)), ""},
+		{"ES256 without kid tries both EC keys", sign(t, jwt.SigningMethodES256, k.ec2, "", claims("u1", nil, nil)), ""},
+		{"RS256 without kid", sign(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", nil, nil)), ""},
+		{"PS256 on a key whose JWK says RS256", sign(t, jwt.SigningMethodPS256, k.rsa, "k1", claims("u1", nil, nil)), "algorithm"},
+		{"ES256 naming the RSA key", sign(t, jwt.SigningMethodES256, k.ec, "k1", claims("u1", nil, nil)), "no key"},
+		{"ES256 naming the other EC key", sign(t, jwt.SigningMethodES256, k.ec, "k3", claims("u1", nil, nil)), "signature"},
+		{"unknown kid", sign(t, jwt.SigningMethodES256, k.ec, "k9", claims("u1", nil, nil)), "no key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := a.Subscriber(t.Context(), streamRequest(tt.token, "", ""))
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, auth.ErrInvalid) || !strings.Contains(err.Error(), tt.reason) {
+				t.Fatalf("error = %v; want ErrInvalid saying %q", err, tt.reason)
+			}
+		})
+	}
 }
