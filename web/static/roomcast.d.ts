@@ -22,6 +22,7 @@ export declare const DEFAULTS: Readonly<{
   backoffBase: number;
   backoffCap: number;
   healthyAfter: number;
+  ticketTimeout: number;
 }>;
 
 /** One event of a room, as the gateway publishes it. */
@@ -65,19 +66,34 @@ export interface Gap {
   to: number;
 }
 
+/** The stream's credential expired or was revoked (`event: reauth`). */
+export interface Reauth {
+  room: string;
+  /** The credential's expiry, Unix seconds (a revoked one may not have reached it). */
+  exp: number;
+}
+
 /** Detail passed with each state change. */
 export interface StateDetail {
-  /** The URL of the source being opened or open. */
+  /** The URL of the source being opened or open; never the ticket. */
   url?: string;
   /** Backoff attempts since the last healthy connection. */
   attempt?: number;
-  /** Milliseconds until the source is recreated (reason "closed"). */
+  /** Milliseconds until the source is recreated (every reason but an "ended"
+   * without getTicket). */
   delay?: number;
   /**
-   * "ended": the stream ended or broke and the browser reconnects by itself;
-   * "closed": the browser gave up and the source will be recreated.
+   * "ended": the stream ended or broke; without getTicket the browser
+   * reconnects by itself, with getTicket the source is recreated with a new
+   * ticket (the browser would resend the used one);
+   * "closed": the browser gave up (a refusal such as 401 or 403, a wrong
+   * content type, a network failure) and the source will be recreated;
+   * "reauth": the credential expired or was revoked, and the source will be
+   * recreated with a new ticket;
+   * "ticket": getTicket threw, rejected, returned no ticket or did not settle
+   * within ticketTimeout; it is called again after the delay.
    */
-  reason?: 'ended' | 'closed';
+  reason?: 'ended' | 'closed' | 'reauth' | 'ticket';
 }
 
 export interface SubscribeOptions<Body = unknown> {
@@ -89,8 +105,32 @@ export interface SubscribeOptions<Body = unknown> {
   onGap?: (gap: Gap) => void;
   /** Connection state changes. */
   onState?: (state: ConnectionState, detail: StateDetail) => void;
-  /** Malformed event data. */
+  /** Malformed event data, or a getTicket that failed (the original error
+   * is the `cause`). */
   onError?: (error: Error) => void;
+  /**
+   * Returns a single-use ticket for the next connect: called before every
+   * connect (the first, and each reconnect, since a ticket is good for one),
+   * its result goes in the stream URL's `ticket` query parameter. Get it from
+   * your backend, which asks the gateway's `POST /tickets`. When it is set,
+   * the module closes the source itself whenever the stream ends, and
+   * reconnects from its position after its backoff: the browser's own
+   * reconnect would resend a used ticket and be refused for good. A call
+   * that throws, rejects, returns no string or does not settle within
+   * ticketTimeout is reported to onError and retried after the backoff.
+   */
+  getTicket?: () => string | PromiseLike<string>;
+  /** Milliseconds a getTicket call may take before it counts as failed
+   * (default 10000). */
+  ticketTimeout?: number;
+  /**
+   * The stream's credential expired or was revoked (`event: reauth`; never
+   * passed to onEvent). With getTicket the module reconnects with a new
+   * ticket by itself. Without it the browser reconnects after the gateway's
+   * `retry:` with whatever cookie it holds then: renew the cookie here.
+   * reauth is listened for only when getTicket or onReauth is set.
+   */
+  onReauth?: (reauth: Reauth) => void;
   /**
    * Event types to receive besides "message". EventSource delivers only
    * types it listens for, so list every type the room carries: a type not
@@ -104,7 +144,8 @@ export interface SubscribeOptions<Body = unknown> {
    * Default: the directory roomcast.js was loaded from.
    */
   baseUrl?: string | URL;
-  /** Passed to EventSource, for cross-origin streams with cookies. */
+  /** Passed to every EventSource: set it when the gateway is on another
+   * origin and the credential is a cookie. */
   withCredentials?: boolean;
   /** Backoff before recreating a closed source, milliseconds. */
   backoff?: { base?: number; cap?: number };
@@ -129,12 +170,14 @@ export interface SubscriptionStats {
   duplicates: number;
   gaps: number;
   resyncs: number;
+  /** `event: reauth` received (counted when getTicket or onReauth is set). */
+  reauths: number;
 }
 
 export declare class Subscription {
   constructor(target: string | URL, options?: SubscribeOptions);
   readonly state: ConnectionState;
-  /** URL of the current source, lastEventId parameter included. */
+  /** URL of the current source, lastEventId parameter included, ticket left out. */
   readonly url: string;
   /** Where a new source would resume from ('' before any event). */
   readonly lastEventId: string;

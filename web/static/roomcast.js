@@ -13,6 +13,11 @@
 //     one epoch) is reported;
 //   - `event: resync` (the resume point was lost, trimmed or ahead) is passed
 //     to the application, which refetches its snapshot;
+//   - with `getTicket`, every connect carries a fresh single-use ticket in the
+//     `ticket` query parameter, and the module replaces the source itself
+//     whenever it ends (a native reconnect would resend a used ticket);
+//     `event: reauth` (the credential expired or was revoked) is counted,
+//     reported to onReauth and answered with a new ticket;
 //   - the connection state is exposed, and close() stops everything.
 //
 // No dependencies and no build step; import it from the gateway:
@@ -42,6 +47,7 @@ export const DEFAULTS = Object.freeze({
   backoffBase: 1000, // first backoff ceiling
   backoffCap: 30000, // the ceiling never grows beyond this
   healthyAfter: 5000, // an open connection this old resets the backoff
+  ticketTimeout: 10000, // a getTicket that has not settled by then has failed
 });
 
 // EventSource.readyState values; spelled out so a stand-in EventSource
@@ -50,6 +56,7 @@ const ES_CLOSED = 2;
 
 // Event types the gateway itself sends; they cannot be application types.
 const RESYNC = 'resync';
+const REAUTH = 'reauth';
 
 /**
  * Full-jitter backoff: a delay drawn uniformly from [0, ceiling), where the
@@ -191,7 +198,10 @@ export class Subscription {
   #started = false;
   #opened = false; // a source of this subscription has opened
   #unanchored = false; // the current source was recreated without a position after one had opened
-  #stats = { opens: 0, recreates: 0, events: 0, duplicates: 0, gaps: 0, resyncs: 0 };
+  #ticketed = false; // options.getTicket is set: every connect needs a fresh ticket
+  #pending = null; // token of the getTicket call in flight, null when none is
+  #ticketTimer = 0;
+  #stats = { opens: 0, recreates: 0, events: 0, duplicates: 0, gaps: 0, resyncs: 0, reauths: 0 };
 
   /**
    * @param {string | URL} target a room name or the URL of a stream
@@ -202,6 +212,9 @@ export class Subscription {
     this.#base = streamURL(target, options.baseUrl);
     const fromURL = this.#base.searchParams.get('lastEventId');
     this.#base.searchParams.delete('lastEventId');
+    this.#ticketed = typeof options.getTicket === 'function';
+    // A ticket is good for one connect: one in the target URL is never reused.
+    if (this.#ticketed) this.#base.searchParams.delete('ticket');
     this.#cursor = new Cursor(options.lastEventId ?? fromURL ?? undefined);
     this.#EventSource = options.EventSource ?? globalThis.EventSource;
     if (typeof this.#EventSource !== 'function') {
@@ -216,7 +229,10 @@ export class Subscription {
     return this.#state;
   }
 
-  /** The URL of the current (or last) EventSource, lastEventId included. */
+  /**
+   * The URL of the current (or last) EventSource, lastEventId included and
+   * the ticket left out.
+   */
   get url() {
     return this.#url;
   }
@@ -236,20 +252,88 @@ export class Subscription {
     if (this.#state === State.CLOSED) return;
     clearTimeout(this.#retryTimer);
     clearTimeout(this.#healthyTimer);
+    clearTimeout(this.#ticketTimer);
+    this.#pending = null; // a getTicket still in flight is ignored when it settles
     globalThis.removeEventListener?.('online', this.#onOnline);
     this.#source?.close();
     this.#source = null;
     this.#setState(State.CLOSED, {});
   }
 
-  // #connect opens a new EventSource at the current position. The first
-  // call opens the initial source; later ones recreate a CLOSED one.
+  // #connect opens a new EventSource at the current position: at once, or
+  // with getTicket, once a ticket has arrived. The first call opens the
+  // initial source; later ones recreate one that is gone.
   #connect() {
     this.#retryTimer = 0;
+    if (!this.#ticketed) {
+      this.#open(null);
+      return;
+    }
+    clearTimeout(this.#ticketTimer);
+    const token = {};
+    this.#pending = token;
+    this.#setState(State.CONNECTING, { url: this.#resumeURL().href, attempt: this.#attempt });
+    if (this.#pending !== token) return; // onState closed the subscription
+    let ticket;
+    try {
+      ticket = this.#opts.getTicket();
+    } catch (err) {
+      this.#ticketFailed(token, err);
+      return;
+    }
+    if (typeof ticket?.then !== 'function') {
+      this.#ticketArrived(token, ticket);
+      return;
+    }
+    const timeout = this.#opts.ticketTimeout ?? DEFAULTS.ticketTimeout;
+    this.#ticketTimer = setTimeout(() => {
+      this.#ticketFailed(token, new Error(`did not settle within ${timeout} ms`));
+    }, timeout);
+    Promise.resolve(ticket).then(
+      (t) => this.#ticketArrived(token, t),
+      (err) => this.#ticketFailed(token, err),
+    );
+  }
+
+  // #ticketArrived opens the source with the ticket of the call `token`
+  // names, unless that call is no longer the one in flight (close(), a
+  // timeout).
+  #ticketArrived(token, ticket) {
+    if (token !== this.#pending) return;
+    if (typeof ticket !== 'string' || ticket === '') {
+      this.#ticketFailed(token, new TypeError(`no ticket (got ${ticket === '' ? 'an empty string' : typeof ticket})`));
+      return;
+    }
+    this.#pending = null;
+    clearTimeout(this.#ticketTimer);
+    this.#open(ticket);
+  }
+
+  // #ticketFailed reports a getTicket that threw, rejected, returned no
+  // ticket or did not settle in time, and tries again after the backoff.
+  #ticketFailed(token, err) {
+    if (token !== this.#pending) return;
+    this.#pending = null;
+    clearTimeout(this.#ticketTimer);
+    const why = err instanceof Error ? err.message : String(err);
+    this.#report('onError', new Error(`roomcast: get ticket: ${why}`, { cause: err }));
+    this.#schedule('ticket');
+  }
+
+  // #resumeURL is the stream URL at the current position, without a ticket.
+  #resumeURL() {
     const url = new URL(this.#base);
     const last = this.#cursor.lastEventId;
     if (last) url.searchParams.set('lastEventId', last);
+    return url;
+  }
+
+  // #open creates the EventSource; ticket is null without getTicket.
+  #open(ticket) {
+    const url = this.#resumeURL();
+    const last = this.#cursor.lastEventId;
     this.#url = url.href;
+    if (ticket !== null) url.searchParams.set('ticket', ticket);
     if (this.#started) this.#stats.recreates++;
     // A recreated source without a position starts wherever the room is when it
     // opens: whatever was published since an earlier source opened is not
@@ -259,7 +343,7 @@ export class Subscription {
     this.#unanchored = this.#opened && !last;
     this.#started = true;
 
-    const es = new this.#EventSource(this.#url, {
+    const es = new this.#EventSource(url.href, {
       withCredentials: Boolean(this.#opts.withCredentials),
     });
     this.#source = es;
@@ -267,10 +351,25 @@ export class Subscription {
     es.addEventListener('error', () => this.#onError(es));
     const onMessage = (e) => this.#onMessage(es, e);
     for (const type of new Set(['message', ...(this.#opts.types ?? [])])) {
-      if (type !== RESYNC) es.addEventListener(type, onMessage);
+      if (type !== RESYNC && type !== REAUTH) es.addEventListener(type, onMessage);
     }
     es.addEventListener(RESYNC, (e) => this.#onResync(es, e));
-    this.#setState(State.CONNECTING, { url: this.#url, attempt: this.#attempt });
+    // reauth is reserved either way (never an application event), but only
+    // listened for when something acts on it.
+    if (this.#ticketed || typeof this.#opts.onReauth === 'function') {
+      es.addEventListener(REAUTH, (e) => this.#onReauth(es, e));
+    }
+    // With a ticket, CONNECTING was reported before getTicket was called.
+    if (ticket === null) this.#setState(State.CONNECTING, { url: this.#url, attempt: this.#attempt });
+  }
+
+  // #schedule calls #connect after the backoff, unless close() was called.
+  #schedule(reason) {
+    if (this.#state === State.CLOSED) return;
+    const delay = backoffDelay(this.#attempt, this.#opts.backoff, this.#opts.random);
+    this.#attempt++;
+    this.#retryTimer = setTimeout(() => this.#connect(), delay);
+    this.#setState(State.RECONNECTING, { reason, attempt: this.#attempt, delay });
   }
 
   #onOpen(es) {
@@ -293,20 +392,41 @@ export class Subscription {
   #onError(es) {
     if (es !== this.#source) return;
     clearTimeout(this.#healthyTimer);
-    if (es.readyState !== ES_CLOSED) {
+    const ended = es.readyState !== ES_CLOSED;
+    if (ended && !this.#ticketed) {
       // The stream ended or broke; the browser reconnects by itself after
       // `retry:`, sending Last-Event-ID.
       this.#setState(State.RECONNECTING, { reason: 'ended', attempt: this.#attempt });
       return;
     }
-    // The browser gave up (non-200, wrong content type, network failure):
-    // recreate the source ourselves, later.
+    // The browser gave up (non-200, wrong content type, network failure), or
+    // it would reconnect with a ticket already used: recreate the source
+    // ourselves, later, with a new ticket.
     es.close();
     this.#source = null;
-    const delay = backoffDelay(this.#attempt, this.#opts.backoff, this.#opts.random);
-    this.#attempt++;
-    this.#retryTimer = setTimeout(() => this.#connect(), delay);
-    this.#setState(State.RECONNECTING, { reason: 'closed', attempt: this.#attempt, delay });
+    this.#schedule(ended ? 'ended' : 'closed');
+  }
+
+  // #onReauth handles `event: reauth`: the stream's credential expired or was
+  // revoked, and the gateway ends the stream. With getTicket the source is
+  // replaced at once, with a new ticket and from the cursor; without it the
+  // browser reconnects by itself (sending a cookie the application may have
+  // renewed in onReauth), and a refusal is retried as any other.
+  #onReauth(es, e) {
+    if (es !== this.#source) return;
+    this.#stats.reauths++;
+    if (this.#ticketed) {
+      clearTimeout(this.#healthyTimer);
+      es.close();
+      this.#source = null;
+    }
+    const data = decodeReauth(e.data);
+    if (data) {
+      this.#report('onReauth', data);
+    } else {
+      this.#report('onError', new Error(`roomcast: malformed reauth data: ${String(e.data).slice(0, 200)}`));
+    }
+    if (this.#ticketed) this.#schedule('reauth');
   }
 
   // #onOnline skips the rest of a backoff wait when the network comes back.
@@ -422,6 +542,20 @@ function roomOf(url) {
   } catch {
     return '';
   }
+}
+
+// decodeReauth parses the data of `event: reauth`: {"room", "exp"}, exp in
+// Unix seconds. It returns null when the data is not that.
+function decodeReauth(text) {
+  let data;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (data === null || typeof data !== 'object') return null;
+  if (typeof data.room !== 'string' || !Number.isSafeInteger(data.exp) || data.exp < 0) return null;
+  return { room: data.room, exp: data.exp };
 }
 
 // decode parses event data and checks it has the fields an envelope needs.

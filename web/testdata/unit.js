@@ -505,6 +505,320 @@ test('subscribe: withCredentials is passed to EventSource', () => {
   rec.sub.close();
 });
 
+// --- Credentials: tickets and reauth ---------------------------------------------
+
+// until resolves once cond() holds, polling once per macrotask; it fails
+// after `ms` so a broken module fails the test instead of hanging the runner.
+async function until(cond, what, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await tick(1);
+  }
+}
+
+// ticketSource returns a getTicket that resolves to t1, t2, … and counts
+// its calls; fail(n) makes the nth call reject.
+function ticketSource({ fail = () => false } = {}) {
+  const fn = () => {
+    fn.calls++;
+    if (fail(fn.calls)) return Promise.reject(new Error(`backend down ${fn.calls}`));
+    return Promise.resolve(`t${fn.calls}`);
+  };
+  fn.calls = 0;
+  return fn;
+}
+
+// deferred returns a promise and the functions that settle it.
+function deferred() {
+  const d = {};
+  d.promise = new Promise((resolve, reject) => Object.assign(d, { resolve, reject }));
+  return d;
+}
+
+const param = (es, name) => new URL(es.url).searchParams.get(name);
+
+// A macrotask runs only after every pending microtask (promise reaction) has:
+// the marker after which a settled getTicket has had every chance to act.
+const settled = () => tick(0);
+
+test('tickets: getTicket is called before every connect, and each URL has a fresh ticket', async () => {
+  const getTicket = ticketSource();
+  const rec = recorder({ getTicket, random: () => 0 });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  const first = rec.last();
+  eq(first.url, 'http://gw.test/rooms/r/events?ticket=t1', 'first URL');
+  first.open();
+  first.send(ev(1));
+  first.send(ev(2));
+  first.fail(); // refused (401, 403) or the network: the browser gave up
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  const second = rec.last();
+  eq([param(second, 'ticket'), param(second, 'lastEventId')], ['t2', 'e1:2'], 'second source: new ticket, the cursor');
+  second.open();
+  second.send(ev(3));
+  second.drop(); // the stream ended: the browser would resend the used ticket
+  ok(second.closed, 'the module closes an ended source itself');
+  await until(() => rec.ES.all.length === 3, 'a third source');
+  eq([param(rec.last(), 'ticket'), param(rec.last(), 'lastEventId')], ['t3', 'e1:3'], 'third source');
+  eq(getTicket.calls, 3, 'one ticket per connect');
+  ok(!rec.sub.url.includes('ticket'), `the url getter leaves the ticket out: ${rec.sub.url}`);
+  eq(rec.sub.url, 'http://gw.test/rooms/r/events?lastEventId=e1%3A3', 'url getter');
+  ok(rec.states.every((s) => !s.url?.includes('ticket')), 'no ticket in a state detail');
+  eq(rec.events.map((e) => e.seq), [1, 2, 3], 'events');
+  rec.sub.close();
+});
+
+test('tickets: a ticket in the target URL is replaced, and a sync getTicket works', () => {
+  let n = 0;
+  const rec = recorder({ getTicket: () => `s${++n}` }, 'http://gw.test/rooms/r/events?ticket=stale&x=1');
+  eq(rec.ES.all.length, 1, 'a sync ticket opens at once');
+  eq(rec.last().url, 'http://gw.test/rooms/r/events?x=1&ticket=s1', 'URL');
+  rec.sub.close();
+});
+
+test('tickets: reauth closes the source, and a new ticket resumes from the cursor', async () => {
+  const getTicket = ticketSource();
+  const reauths = [];
+  const rec = recorder({ getTicket, random: () => 0, onReauth: (r) => reauths.push(r), types: ['chat'] });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  const first = rec.last();
+  first.open();
+  for (let seq = 1; seq <= 3; seq++) first.send(ev(seq));
+  first.send({ room: 'r', exp: 1795960692 }, 'reauth');
+  ok(first.closed, 'the source is closed on reauth');
+  eq(reauths, [{ room: 'r', exp: 1795960692 }], 'onReauth');
+  eq(rec.sub.stats.reauths, 1, 'reauths');
+  eq(rec.states.at(-1), { s: 'reconnecting', reason: 'reauth', attempt: 1, delay: 0 }, 'state');
+  first.send(ev(4)); // nothing more is read from the old source
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  const second = rec.last();
+  eq([param(second, 'ticket'), param(second, 'lastEventId')], ['t2', 'e1:3'], 'resumes from the cursor with a new ticket');
+  second.open();
+  second.send(ev(3)); // a replay that overlaps
+  second.send(ev(4));
+  second.send(ev(5));
+  eq(rec.events.map((e) => e.seq), [1, 2, 3, 4, 5], 'each event once, none lost');
+  eq(rec.events.filter((e) => e.type !== 'message'), [], 'no reauth among the events');
+  eq([rec.sub.stats.duplicates, rec.sub.stats.gaps, rec.resyncs.length, rec.errors.length], [1, 0, 0, 0], 'duplicates, gaps, resyncs, errors');
+  rec.sub.close();
+});
+
+test('tickets: reauth is never an application event, even when listed in types', () => {
+  const reauths = [];
+  const rec = recorder({ types: ['chat', 'reauth'], onReauth: (r) => reauths.push(r) });
+  const es = rec.last();
+  eq([...es.listeners.keys()].sort(), ['chat', 'error', 'message', 'open', 'reauth', 'resync'], 'listeners');
+  eq(es.listeners.get('reauth').length, 1, 'reauth handled once, never as an app type');
+  es.open();
+  es.send(ev(1));
+  es.send({ room: 'r', exp: 1795960692 }, 'reauth');
+  es.send({ ...ev(2), type: 'chat' }, 'chat'); // the marker after the reauth
+  eq(rec.events.map((e) => e.seq), [1, 2], 'events');
+  eq(reauths, [{ room: 'r', exp: 1795960692 }], 'onReauth');
+  eq(rec.sub.stats.reauths, 1, 'reauths');
+  eq(rec.errors, [], 'errors');
+  rec.sub.close();
+
+  // With neither getTicket nor onReauth nothing acts on it: not even listened for.
+  const plain = recorder({ types: ['chat', 'reauth'] });
+  eq([...plain.last().listeners.keys()].sort(), ['chat', 'error', 'message', 'open', 'resync'], 'listeners without onReauth');
+  plain.last().open();
+  plain.last().send({ room: 'r', exp: 1795960692 }, 'reauth');
+  plain.last().send(ev(1));
+  eq([plain.events.map((e) => e.seq), plain.errors, plain.sub.stats.reauths], [[1], [], 0], 'events, errors, reauths');
+  plain.sub.close();
+});
+
+test('tickets: without getTicket a reauth leaves the source to the browser', () => {
+  const reauths = [];
+  const rec = recorder({ withCredentials: true, onReauth: (r) => reauths.push(r) });
+  const es = rec.last();
+  es.open();
+  es.send(ev(1));
+  es.send({ room: 'r', exp: 1795960692 }, 'reauth');
+  ok(!es.closed, 'the source stays open: a cookie is resent on the browser\'s reconnect');
+  es.drop();
+  eq(rec.states.at(-1).reason, 'ended', 'the browser reconnects by itself');
+  es.open();
+  es.send(ev(2));
+  eq(rec.ES.all.length, 1, 'no new EventSource');
+  eq(rec.last().url, 'http://gw.test/rooms/r/events', 'no ticket parameter');
+  eq(rec.events.map((e) => e.seq), [1, 2], 'events');
+  eq(rec.sub.stats.reauths, 1, 'reauths');
+  eq(reauths, [{ room: 'r', exp: 1795960692 }], 'onReauth');
+  rec.sub.close();
+});
+
+test('tickets: malformed reauth data goes to onError, and the source is still replaced', async () => {
+  const getTicket = ticketSource();
+  const reauths = [];
+  const rec = recorder({ getTicket, random: () => 0, onReauth: (r) => reauths.push(r) });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  const first = rec.last();
+  first.open();
+  first.send(ev(1));
+  first.send('{"room":"r","exp":"soon"}', 'reauth');
+  eq(rec.errors.length, 1, 'one error');
+  ok(rec.errors[0].includes('malformed reauth'), `error: ${rec.errors[0]}`);
+  eq(reauths, [], 'onReauth not called');
+  ok(first.closed, 'closed all the same');
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  eq(param(rec.last(), 'ticket'), 't2', 'new ticket');
+  rec.sub.close();
+});
+
+test('tickets: a getTicket that rejects goes to onError and waits for its backoff', async () => {
+  const getTicket = ticketSource({ fail: (n) => n === 1 });
+  const rec = recorder({ getTicket, random: () => 0.999999, backoff: { base: 60000, cap: 60000 } });
+  await until(() => rec.errors.length === 1, 'the error');
+  ok(rec.errors[0].startsWith('roomcast: get ticket: backend down 1'), `error: ${rec.errors[0]}`);
+  eq(rec.states.at(-1), { s: 'reconnecting', reason: 'ticket', attempt: 1, delay: 59999 }, 'state');
+  eq(rec.ES.all.length, 0, 'no source without a ticket');
+  // The online event ends the wait: the next call is the second, not the hundredth.
+  window.dispatchEvent(new Event('online'));
+  await until(() => rec.ES.all.length === 1, 'a source');
+  eq(getTicket.calls, 2, 'getTicket calls');
+  eq(rec.errors.length, 1, 'errors');
+  eq(param(rec.last(), 'ticket'), 't2', 'ticket');
+  rec.sub.close();
+});
+
+test('tickets: getTicket failures back off like a refused source, then connect', async () => {
+  let n = 0;
+  const getTicket = () => {
+    n++;
+    if (n === 1) throw new Error('sync throw');
+    if (n === 2) return Promise.resolve('');
+    if (n === 3) return Promise.reject('a string');
+    return `t${n}`;
+  };
+  const rec = recorder({ getTicket, random: () => 0.999999, backoff: { base: 8, cap: 40 } });
+  await until(() => rec.ES.all.length === 1, 'a source after three failures', 10000);
+  eq(rec.errors.length, 3, 'errors');
+  ok(rec.errors[0].includes('sync throw'), `error 1: ${rec.errors[0]}`);
+  ok(rec.errors[1].includes('no ticket'), `error 2: ${rec.errors[1]}`);
+  ok(rec.errors[2].includes('a string'), `error 3: ${rec.errors[2]}`);
+  eq(rec.states.filter((s) => s.reason === 'ticket').map((s) => [s.attempt, s.delay]), [[1, 7], [2, 15], [3, 31]], 'growing delays');
+  eq(param(rec.last(), 'ticket'), 't4', 'ticket');
+  rec.sub.close();
+});
+
+test('tickets: a getTicket that never settles times out, and a late ticket is dropped', async () => {
+  const first = deferred();
+  let calls = 0;
+  const getTicket = () => (++calls === 1 ? first.promise : `t${calls}`);
+  const rec = recorder({ getTicket, random: () => 0, ticketTimeout: 20 });
+  await until(() => rec.ES.all.length === 1, 'a source after the timeout');
+  eq(rec.errors.length, 1, 'errors');
+  ok(rec.errors[0].includes('did not settle within 20 ms'), `error: ${rec.errors[0]}`);
+  eq(param(rec.last(), 'ticket'), 't2', 'second ticket');
+  first.resolve('t1');
+  await settled();
+  eq(rec.ES.all.length, 1, 'the late ticket opened nothing');
+  rec.sub.close();
+});
+
+test('tickets: close while getTicket is pending opens nothing, and online does not start a second call', async () => {
+  const pending = deferred();
+  let calls = 0;
+  const rec = recorder({ getTicket: () => { calls++; return pending.promise; } });
+  eq(rec.states.map((s) => s.s), ['connecting'], 'connecting while the ticket is fetched');
+  window.dispatchEvent(new Event('online'));
+  eq(calls, 1, 'online does not start a second call');
+  rec.sub.close();
+  pending.resolve('t1');
+  await settled();
+  eq(rec.ES.all.length, 0, 'no source after close');
+  eq(rec.sub.state, State.CLOSED, 'state');
+  eq(rec.errors, [], 'errors');
+
+  const failing = deferred();
+  const rec2 = recorder({ getTicket: () => failing.promise });
+  rec2.sub.close();
+  failing.reject(new Error('too late'));
+  await settled();
+  eq([rec2.errors, rec2.ES.all.length, rec2.states.at(-1).s], [[], 0, 'closed'], 'a late rejection is dropped');
+});
+
+test('tickets: close from onError during a failed getTicket schedules nothing', async () => {
+  let calls = 0;
+  const ES = fakeEventSource();
+  const states = [];
+  const sub = subscribe('r', {
+    EventSource: ES,
+    baseUrl: 'http://gw.test/',
+    random: () => 0,
+    getTicket: () => { calls++; return Promise.reject(new Error('no')); },
+    onError: () => sub.close(),
+    onState: (s) => states.push(s),
+  });
+  await until(() => states.includes('closed'), 'closed');
+  await settled();
+  window.dispatchEvent(new Event('online'));
+  eq([calls, ES.all.length, states], [1, 0, ['connecting', 'closed']], 'calls, sources, states');
+});
+
+test('tickets: close from onState or from getTicket itself opens nothing', async () => {
+  // The second connect (after the first source fails) closes the subscription
+  // from inside onState('connecting') or from inside getTicket.
+  for (const where of ['onState', 'getTicket sync', 'getTicket async']) {
+    let calls = 0;
+    const ES = fakeEventSource();
+    const states = [];
+    const errors = [];
+    const holder = {};
+    holder.sub = subscribe('r', {
+      EventSource: ES,
+      baseUrl: 'http://gw.test/',
+      random: () => 0,
+      getTicket: () => {
+        calls++;
+        if (calls === 1) return 't1';
+        if (where === 'getTicket sync') {
+          holder.sub.close();
+          return 't2';
+        }
+        return Promise.resolve().then(() => {
+          holder.sub.close();
+          return 't2';
+        });
+      },
+      onState: (s) => {
+        states.push(s);
+        if (where === 'onState' && s === 'connecting' && states.length > 1) holder.sub.close();
+      },
+      onError: (e) => errors.push(e.message),
+    });
+    ES.all[0].fail();
+    await until(() => holder.sub.state === State.CLOSED, `${where}: closed`);
+    await settled();
+    eq([ES.all.length, states, errors], [1, ['connecting', 'reconnecting', 'connecting', 'closed'], []], `${where}: sources, states, errors`);
+    eq(calls, where === 'onState' ? 1 : 2, `${where}: getTicket calls`);
+  }
+});
+
+test('tickets: withCredentials is passed to every EventSource', async () => {
+  const rec = recorder({ getTicket: ticketSource(), withCredentials: true, random: () => 0 });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  rec.last().fail();
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  eq(rec.ES.all.map((es) => [es.init, param(es, 'ticket')]), [[{ withCredentials: true }, 't1'], [{ withCredentials: true }, 't2']], 'init and ticket');
+  rec.sub.close();
+});
+
+test('tickets: a source recreated before any event still reports an unanchored resync', async () => {
+  const rec = recorder({ getTicket: ticketSource(), random: () => 0 });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  rec.last().open();
+  rec.last().send({ room: 'r', exp: 1795960692 }, 'reauth');
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  eq(param(rec.last(), 'lastEventId'), null, 'no position');
+  rec.last().open();
+  eq(rec.resyncs, [{ room: 'r', epoch: '', seq: 0, previous: null, unanchored: true }], 'unanchored resync');
+  rec.sub.close();
+});
+
 // --- Runner -------------------------------------------------------------------
 
 const list = document.getElementById('results');

@@ -1,0 +1,19 @@
+package auth
+
+import "errors"
+
+// Errors returned by this package wrap one of these with a reason that is safe to show
+// a client and to log: it never contains a token, a ticket, a cookie or key material.
+var (
+	// ErrNoCredential: none was presented where one is needed (the gateway answers 401).
+	ErrNoCredential = errors.New("auth: no credential")
+	// ErrInvalid: a credential was presented but is bad: its signature, algorithm,
+	// validity window, audience or issuer, its form, a revocation, or an unknown or
+	// used ticket (401). Malformed patterns and ticket requests wrap it too.
+	ErrInvalid = errors.New("auth: invalid credential")
+	// ErrForbidden: the credential is valid but its grants do not cover the room (403).
+	// The gateway returns it; it is here for symmetry.
+	ErrForbidden = errors.New("auth: forbidden")
+	// ErrNoTickets: IssueTicket was called but Config.Tickets is nil.
+	ErrNoTickets = errors.New("auth: tickets are not configured")
+)

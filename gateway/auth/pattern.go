@@ -1,0 +1,94 @@
+package auth
+
+import (
+	"fmt"
+	"strings"
+)
+
+// maxRoom is the longest room name (DESIGN §3), and so the longest exact pattern and
+// the longest prefix before a trailing "*".
+const maxRoom = 128
+
+// maxGrants bounds the patterns of one grant list.
+const maxGrants = 256
+
+// Pattern is one grant: an exact room name, or a prefix ending in "*" ("team-7.*",
+// "*" for all). A prefix matches every room that starts with it and is longer than it.
+type Pattern string
+
+// ParsePattern checks s: the part before a trailing "*" is room characters
+// [A-Za-z0-9._~-], at most 128 of them; "*" appears only at the end; s is not empty.
+// Errors wrap ErrInvalid.
+func ParsePattern(s string) (Pattern, error) {
+	if s == "" {
+		return "", fmt.Errorf("auth: pattern: empty: %w", ErrInvalid)
+	}
+	prefix, wild := strings.CutSuffix(s, "*")
+	if len(prefix) > maxRoom {
+		return "", fmt.Errorf("auth: pattern %.32q...: longer than %d characters: %w", s, maxRoom, ErrInvalid)
+	}
+	if !wild && prefix == "" {
+		return "", fmt.Errorf("auth: pattern: empty: %w", ErrInvalid)
+	}
+	for i := 0; i < len(prefix); i++ {
+		if !isRoomChar(prefix[i]) {
+			return "", fmt.Errorf("auth: pattern %q: character %d is not one of [A-Za-z0-9._~-] (a \"*\" may only end it): %w", s, i, ErrInvalid)
+		}
+	}
+	return Pattern(s), nil
+}
+
+// Match reports whether the pattern covers room.
+func (p Pattern) Match(room string) bool {
+	if prefix, wild := strings.CutSuffix(string(p), "*"); wild {
+		return len(room) > len(prefix) && strings.HasPrefix(room, prefix)
+	}
+	return p != "" && string(p) == room
+}
+
+// Grants is a list of patterns; it allows a room when any of them matches.
+type Grants []Pattern
+
+// ParseGrants parses each entry with ParsePattern; at most 256 entries. An empty or
+// nil list is an empty Grants, which allows nothing. Errors wrap ErrInvalid.
+func ParseGrants(list []string) (Grants, error) { return parseGrants(list, maxGrants) }
+
+// parseGrants is ParseGrants with a bound of max entries.
+func parseGrants(list []string, max int) (Grants, error) {
+	if len(list) > max {
+		return nil, fmt.Errorf("auth: grants: %d patterns, at most %d: %w", len(list), max, ErrInvalid)
+	}
+	g := make(Grants, 0, len(list))
+	for _, s := range list {
+		p, err := ParsePattern(s)
+		if err != nil {
+			return nil, err
+		}
+		g = append(g, p)
+	}
+	return g, nil
+}
+
+// Allows reports whether any pattern of g matches room.
+func (g Grants) Allows(room string) bool {
+	for _, p := range g {
+		if p.Match(room) {
+			return true
+		}
+	}
+	return false
+}
+
+// strings returns the patterns as strings, for storage.
+func (g Grants) strings() []string {
+	s := make([]string, len(g))
+	for i, p := range g {
+		s[i] = string(p)
+	}
+	return s
+}
+
+func isRoomChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '~' || c == '-'
+}

@@ -1,0 +1,166 @@
+package auth_test
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway/auth"
+)
+
+func TestTicketOnce(t *testing.T) {
+	c := newClock()
+	tickets := newMemTickets(c.Now)
+	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: tickets, Now: c.Now})
+	want := auth.Principal{
+		Sub: "u1", JTI: "j1", IssuedAt: t0.Add(-time.Minute), Expires: t0.Add(time.Hour),
+		Subscribe: auth.Grants{"team-7.*", "lobby"}, Publish: auth.Grants{"lobby"}, Source: auth.SourceCookie,
+	}
+	tk, err := a.IssueTicket(t.Context(), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`).MatchString(tk.ID) {
+		t.Fatalf("ticket %q is not 43 base64url characters", tk.ID)
+	}
+	if !tk.ExpiresAt.Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("ExpiresAt = %v, want t0+30s (the default TTL)", tk.ExpiresAt)
+	}
+	for id := range tickets.items {
+		if strings.Contains(id, tk.ID) {
+			t.Fatal("the store holds the ticket itself, not a digest")
+		}
+	}
+	p, err := a.Subscriber(t.Context(), streamRequest("", "", tk.ID))
+	if err != nil {
+		t.Fatalf("first redeem: %v", err)
+	}
+	if p.Sub != want.Sub || p.JTI != want.JTI || !p.IssuedAt.Equal(want.IssuedAt) || !p.Expires.Equal(want.Expires) ||
+		p.Source != auth.SourceTicket || len(p.Subscribe) != 2 || !p.CanSubscribe("team-7.x") || !p.CanSubscribe("lobby") || p.CanPublish("lobby") {
+		t.Fatalf("redeemed %+v; want %+v with source ticket and no publish grants", p, want)
+	}
+	if _, err := a.Subscriber(t.Context(), streamRequest("", "", tk.ID)); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("second redeem: error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestTicketJSON(t *testing.T) {
+	tk := auth.Ticket{ID: "abc", ExpiresAt: time.Date(2026, 3, 1, 12, 0, 30, 0, time.FixedZone("x", 3600))}
+	b, err := json.Marshal(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"ticket":"abc","expiresAt":"2026-03-01T11:00:30.000Z"}`; string(b) != want {
+		t.Fatalf("JSON = %s, want %s", b, want)
+	}
+	var back auth.Ticket
+	if err := json.Unmarshal(b, &back); err != nil || back.ID != tk.ID || !back.ExpiresAt.Equal(tk.ExpiresAt) {
+		t.Fatalf("round trip = %+v, %v", back, err)
+	}
+}
+
+func TestTicketExpires(t *testing.T) {
+	c := newClock()
+	tickets := newMemTickets(c.Now)
+	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: tickets, TicketTTL: 10 * time.Second, Now: c.Now})
+	p := auth.Principal{Sub: "u1", Subscribe: auth.Grants{"lobby"}, Source: auth.SourceBearer}
+	late, err := a.IssueTicket(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onTime, err := a.IssueTicket(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(9 * time.Second)
+	if _, err := a.Subscriber(t.Context(), streamRequest("", "", onTime.ID)); err != nil {
+		t.Fatalf("within the TTL: %v", err)
+	}
+	c.Advance(2 * time.Second)
+	if _, err := a.Subscriber(t.Context(), streamRequest("", "", late.ID)); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("after the TTL: error = %v, want ErrInvalid", err)
+	}
+}
+
+// TestTicketCredentialExpired: a ticket does not outlive the credential it was issued for.
+func TestTicketCredentialExpired(t *testing.T) {
+	c := newClock()
+	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: newMemTickets(c.Now), Now: c.Now})
+	if _, err := a.IssueTicket(t.Context(), auth.Principal{Sub: "u1", Expires: t0.Add(-time.Minute)}); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("issuing for an expired credential: %v", err)
+	}
+	tk, err := a.IssueTicket(t.Context(), auth.Principal{Sub: "u1", Expires: t0.Add(10 * time.Second), Subscribe: auth.Grants{"lobby"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(20 * time.Second) // past the credential (and its 5s leeway), within the ticket's 30s
+	if _, err := a.Subscriber(t.Context(), streamRequest("", "", tk.ID)); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("redeeming for an expired credential: error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestTicketsNotConfigured(t *testing.T) {
+	a := newAuth(t, auth.Config{HMACFile: hmacFile(t)})
+	if _, err := a.IssueTicket(t.Context(), auth.Principal{Sub: "u1"}); !errors.Is(err, auth.ErrNoTickets) {
+		t.Fatalf("IssueTicket error = %v, want ErrNoTickets", err)
+	}
+	ticket := strings.Repeat("A", 43)
+	if _, err := a.Subscriber(t.Context(), streamRequest("", "", ticket)); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("?ticket= without tickets: error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestParseTicketRequest(t *testing.T) {
+	now := t0
+	tests := []struct {
+		name string
+		body string
+		ok   bool
+	}{
+		{"sub and grants", `{"sub":"u1","subscribe":["team-7.*","lobby"]}`, true},
+		{"with exp", `{"sub":"u1","subscribe":["lobby"],"exp":` + itoa(now.Add(time.Hour).Unix()) + `}`, true},
+		{"no grants", `{"sub":"u1","subscribe":[]}`, true},
+		{"exp in the past", `{"sub":"u1","subscribe":["lobby"],"exp":` + itoa(now.Add(-time.Second).Unix()) + `}`, false},
+		{"exp now", `{"sub":"u1","subscribe":["lobby"],"exp":` + itoa(now.Unix()) + `}`, false},
+		{"exp negative", `{"sub":"u1","subscribe":["lobby"],"exp":-5}`, false},
+		{"exp fractional", `{"sub":"u1","subscribe":["lobby"],"exp":1.5}`, false},
+		{"exp past year 9999", `{"sub":"u1","subscribe":["lobby"],"exp":253402300800}`, false},
+		{"unknown field", `{"sub":"u1","subscribe":["lobby"],"publish":["lobby"]}`, false},
+		{"trailing data", `{"sub":"u1","subscribe":["lobby"]} {}`, false},
+		{"trailing garbage", `{"sub":"u1","subscribe":["lobby"]}x`, false},
+		{"sub too long", `{"sub":"` + strings.Repeat("u", 257) + `","subscribe":["lobby"]}`, false},
+		{"sub of 256 bytes", `{"sub":"` + strings.Repeat("u", 256) + `","subscribe":["lobby"]}`, true},
+		{"sub not UTF-8", "{\"sub\":\"u\xff\",\"subscribe\":[\"lobby\"]}", false},
+		{"sub missing", `{"subscribe":["lobby"]}`, false},
+		{"bad pattern", `{"sub":"u1","subscribe":["a*b"]}`, false},
+		{"not an object", `["u1"]`, false},
+		{"empty", ``, false},
+		{"null", `null`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := auth.ParseTicketRequest([]byte(tt.body), now)
+			if !tt.ok {
+				if !errors.Is(err, auth.ErrInvalid) {
+					t.Fatalf("error = %v, want ErrInvalid", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Source != auth.SourceTicket || p.Sub == "" || !p.IssuedAt.Equal(now) || len(p.Publish) != 0 {
+				t.Fatalf("principal = %+v", p)
+			}
+		})
+	}
+	p, err := auth.ParseTicketRequest([]byte(`{"sub":"u1","subscribe":["team-7.*"],"exp":`+itoa(now.Add(time.Hour).Unix())+`}`), now)
+	if err != nil || !p.Expires.Equal(now.Add(time.Hour)) || !p.CanSubscribe("team-7.a") || p.CanSubscribe("team-70") {
+		t.Fatalf("principal = %+v, %v", p, err)
+	}
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
