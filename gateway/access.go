@@ -30,6 +30,12 @@ func errNotGranted(what, room string) *apiError {
 	return newError(http.StatusForbidden, "forbidden", "the credential does not grant "+what+" room "+room)
 }
 
+// refused reports whether err refuses a credential, rather than failing to check
+// it (a ticket store that cannot be reached).
+func refused(err error) bool {
+	return errors.Is(err, auth.ErrInvalid) || errors.Is(err, auth.ErrNoCredential)
+}
+
 // credentialError answers a credential auth refused: 401 with its reason, which
 // never repeats the credential itself.
 func credentialError(err error) *apiError {
@@ -46,7 +52,8 @@ func credentialError(err error) *apiError {
 func (s *Server) subscriber(r *http.Request, room string) (auth.Principal, *apiError, bool) {
 	p, err := s.auth.Subscriber(r.Context(), r)
 	switch {
-	case errors.Is(err, replay.ErrUnavailable):
+	case err != nil && !refused(err):
+		s.cfg.Logger.Warn("stream credential not checked", "err", err)
 		return p, nil, true
 	case err != nil:
 		s.m.authRefused.WithLabelValues("subscribe", "credential").Inc()
@@ -226,7 +233,8 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 		var err error
 		p, err = s.auth.Subscriber(r.Context(), r)
 		switch {
-		case errors.Is(err, replay.ErrUnavailable):
+		case err != nil && !refused(err):
+			s.cfg.Logger.Warn("ticket credential not checked", "err", err)
 			writeError(w, unavailable("the ticket store is unavailable; retry later"))
 			return
 		case err != nil:
@@ -265,7 +273,11 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.auth.IssueTicket(r.Context(), p)
-	if err != nil {
+	switch {
+	case refused(err):
+		writeError(w, credentialError(err))
+		return
+	case err != nil:
 		s.cfg.Logger.Warn("ticket not issued", "sub", p.Sub, "err", err)
 		writeError(w, unavailable("the ticket store is unavailable; retry later"))
 		return

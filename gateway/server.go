@@ -57,7 +57,10 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		if cfg.PublishToken != "" {
 			keys = []string{cfg.PublishToken}
 		}
-		a, err := auth.New(auth.Config{PublishKeys: keys, Logger: cfg.Logger})
+		ac := auth.Config{PublishKeys: keys, Logger: cfg.Logger}
+		// Revocations stay pod-local: watching the log's would need a Close.
+		ac.Tickets, _ = log.(replay.Tickets)
+		a, err := auth.New(ac)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
