@@ -121,7 +121,7 @@ func TestPrivateRoomAcrossOrigins(t *testing.T) {
 		}
 	}
 	// And a few more once the second reauth has been answered.
-	for n := len(want) + 1; n <= len(want)+3; n++ {
+	for n, last := len(want)+1, len(want)+3; n <= last; n++ {
 		want = append(want, publish(n))
 	}
 	waitFor(t, ctx, "the last events", fmt.Sprintf(`rc.events.includes(%q)`, want[len(want)-1]), harnessDiag, 15*time.Second)
