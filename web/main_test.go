@@ -40,7 +40,7 @@ func runTests(m *testing.M) int {
 		env.gateway, env.gatewayErr = gatewaytest.Build(tmp)
 	}
 
-	code := m.Run()
+	code := gatewaytest.RedactionMain(m.Run)
 
 	stopBrowser()
 	httpClient.CloseIdleConnections()
