@@ -165,6 +165,8 @@ type RedisLog struct {
 	badMessages  atomic.Uint64
 	badEntries   atomic.Uint64
 
+	revs redisRevocations // revocation watching (control_redis.go)
+
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
 	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
@@ -190,6 +192,9 @@ type RedisStats struct {
 	// reported as lost history, ErrGap) or a malformed head (each failed, wrapping
 	// ErrUnavailable).
 	BadEntries uint64
+	// BadRevocations counts revocations read from Redis (set members and notices)
+	// and ticket values that failed validation; each was skipped.
+	BadRevocations uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -297,6 +302,8 @@ func (l *RedisLog) Stats() RedisStats {
 		Reloads:       l.reloads.Load(),
 		BadMessages:   l.badMessages.Load(),
 		BadEntries:    l.badEntries.Load(),
+
+		BadRevocations: l.revs.bad.Load(),
 	}
 }
 
