@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,6 +158,7 @@ type redisRevocations struct {
 	watchers map[*revWatcher]struct{}
 	started  bool
 	reload   chan struct{} // a pending request to read the whole set; made before started
+	every    time.Duration // how often to read it anyway; 0: revocationReload
 
 	bad    atomic.Uint64 // malformed members, notices and tickets
 	badLog atomic.Int64  // when one was last logged, Unix ns
@@ -281,7 +283,10 @@ func (l *RedisLog) onRevocationNotice(m rueidis.PubSubMessage) {
 // revocationReloads reads the whole set when asked and every revocationReload,
 // until Close.
 func (l *RedisLog) revocationReloads() {
-	t := time.NewTicker(revocationReload)
+	l.revs.mu.Lock()
+	every := cmp.Or(l.revs.every, revocationReload)
+	l.revs.mu.Unlock()
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

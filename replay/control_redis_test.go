@@ -117,3 +117,50 @@ func TestRedisRevocationsSkipMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisRevocationNotice: once a watcher is subscribed, a revocation reaches it by
+// its notice alone (the periodic reload is an hour away).
+func TestRedisRevocationNotice(t *testing.T) {
+	t.Parallel()
+	s := redistest.Standalone(t)
+	a := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	b := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	replay.SetRevocationReload(b, time.Hour)
+	ch := watch(t, b)
+	// Nothing announces the subscription; a malformed notice counted says it is live.
+	replaytest.Eventually(t, 20*time.Second, "the watcher subscribed", func() bool {
+		s.MustDo(t, "SPUBLISH", "room:revoked", "{not a notice")
+		return b.Stats().BadRevocations > 0
+	})
+	// From here on the set is read again only after a resubscription.
+	now := time.Now().Truncate(time.Millisecond)
+	r := replay.Revocation{Kind: "jti", Value: "by-notice", At: now, Until: now.Add(time.Hour)}
+	if err := a.Revoke(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	await(t, ch, r)
+}
+
+// TestRedisRevocationsReloadAfterResubscribe: a revocation written while no notice
+// reached the watcher (here: written straight into the set) is read once the
+// watcher's connection is lost and its subscription comes back.
+func TestRedisRevocationsReloadAfterResubscribe(t *testing.T) {
+	t.Parallel()
+	s := redistest.Standalone(t)
+	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	replay.SetRevocationReload(l, time.Hour)
+	ch := watch(t, l)
+	replaytest.Eventually(t, 20*time.Second, "the watcher subscribed", func() bool {
+		s.MustDo(t, "SPUBLISH", "room:revoked", "{not a notice")
+		return l.Stats().BadRevocations > 0
+	})
+	now := time.Now().Truncate(time.Millisecond)
+	r := replay.Revocation{Kind: "sub", Value: "silent", At: now, Until: now.Add(time.Hour)}
+	member := `{"kind":"sub","value":"silent","at":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`
+	s.MustDo(t, "ZADD", "room:revoked", strconv.FormatInt(r.Until.UnixMilli(), 10), member)
+	// The connection that holds the subscription (it serves other commands too).
+	if n := s.MustDo(t, "CLIENT", "KILL", "TYPE", "pubsub"); n != "1" {
+		t.Fatalf("CLIENT KILL TYPE pubsub killed %s connections, want 1", n)
+	}
+	await(t, ch, r)
+}
