@@ -29,6 +29,13 @@
 // per room that resubscribes after failovers and slot moves and rings a zero Event
 // each time. Concurrent identical reads share one Redis call.
 //
+// # Control plane
+//
+// Both implement Tickets (single-use tickets, bounded, with a TTL) and Revocations
+// (revoked users and tokens until they may be forgotten, with watchers). RedisLog
+// keeps them under room: too, outside every room's keys: room:ticket:{<id>} (SET PX
+// NX, GETDEL) and the sorted set and shard channel room:revoked (control_redis.go).
+//
 // # Must not
 //
 // replay knows nothing about HTTP or about who listens. The doorbell callback it is
@@ -38,5 +45,7 @@
 // # Concurrency
 //
 // Every Log method is safe for concurrent use. MemoryLog locks, in order: a map
-// shard's mutex, then a room's mutex, then a subscription shard's read lock.
+// shard's mutex, then a room's mutex, then a subscription shard's read lock; for
+// revocations, a watcher's mutex, then the control plane's. A revocation watcher's fn
+// runs under its watcher's mutex, so calls never overlap.
 package replay

@@ -98,6 +98,8 @@ type MemoryLog struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	ctl memControl // tickets and revocations (control_memory.go)
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -462,6 +464,7 @@ func (l *MemoryLog) sweepLoop() {
 // room.
 func (l *MemoryLog) sweep() {
 	now := l.cfg.Now()
+	l.ctl.prune(now)
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()

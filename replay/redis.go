@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -40,6 +41,10 @@ type RedisConfig struct {
 	// Username and Password authenticate every connection (AUTH); empty: none.
 	// They are never logged.
 	Username, Password string
+	// TLS, when set, makes every connection TLS with this configuration. An empty
+	// ServerName is taken from the host of the seed the client first connects
+	// through, so every node must present a certificate valid for that name.
+	TLS *tls.Config
 	// History is the number of events kept per room (default 1000). Redis trims the
 	// log approximately (whole stream nodes of 100 entries), so a room may keep up to
 	// about 100 more.
@@ -165,6 +170,8 @@ type RedisLog struct {
 	badMessages  atomic.Uint64
 	badEntries   atomic.Uint64
 
+	revs redisRevocations // revocation watching (control_redis.go)
+
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
 	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
@@ -190,6 +197,9 @@ type RedisStats struct {
 	// reported as lost history, ErrGap) or a malformed head (each failed, wrapping
 	// ErrUnavailable).
 	BadEntries uint64
+	// BadRevocations counts revocations read from Redis (set members and notices)
+	// and ticket values that failed validation; each was skipped.
+	BadRevocations uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -271,11 +281,14 @@ func connectRedis(ctx context.Context, cfg RedisConfig) (rueidis.Client, error) 
 			InitAddress:  []string{addr},
 			Username:     cfg.Username,
 			Password:     cfg.Password,
+			TLSConfig:    seedTLS(cfg.TLS, addr),
 			Dialer:       net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second},
 			DisableCache: true,
 			// Retries are ours: only a call that surely did not run, or that is safe
 			// to repeat, is sent again, and always within the call's Timeout.
 			DisableRetry: true,
+			// No CLIENT SETINFO (Redis 7.2+): one command fewer for the ACL to grant.
+			ClientSetInfo: rueidis.DisableClientSetInfo,
 		})
 		if err == nil {
 			return client, nil
@@ -283,6 +296,18 @@ func connectRedis(ctx context.Context, cfg RedisConfig) (rueidis.Client, error) 
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 	}
 	return nil, errors.Join(errs...)
+}
+
+// seedTLS is c with the seed's host as ServerName when c names none; nil without TLS.
+func seedTLS(c *tls.Config, addr string) *tls.Config {
+	if c == nil || c.ServerName != "" {
+		return c
+	}
+	c = c.Clone()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		c.ServerName = host
+	}
+	return c
 }
 
 // Stats reports the log's counters.
@@ -297,6 +322,8 @@ func (l *RedisLog) Stats() RedisStats {
 		Reloads:       l.reloads.Load(),
 		BadMessages:   l.badMessages.Load(),
 		BadEntries:    l.badEntries.Load(),
+
+		BadRevocations: l.revs.bad.Load(),
 	}
 }
 

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -100,20 +98,12 @@ func publishKeys(c config) []string {
 	return keys
 }
 
-// readKeysFile reads one or more publish keys, one per line (blank lines and lines
-// starting with # skipped). Errors never include the file's content.
-func readKeysFile(path string) (string, error) {
-	f, err := os.Open(path)
+// readKeysFile reads one or more publish keys for --<flag>, one per line (blank
+// lines and lines starting with # skipped). Errors never include the file's content.
+func readKeysFile(flag, path string) (string, error) {
+	b, err := readBoundedFile(flag, path)
 	if err != nil {
-		return "", fmt.Errorf("--publish-token-file %q: %w", path, pathErr(err))
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return "", fmt.Errorf("--publish-token-file %q: %w", path, pathErr(err))
-	}
-	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("--publish-token-file %q: longer than %d bytes", path, maxTokenFile)
+		return "", err
 	}
 	var keys []string
 	for _, line := range strings.Split(string(b), "\n") {
@@ -122,12 +112,12 @@ func readKeysFile(path string) (string, error) {
 			continue
 		}
 		if strings.Contains(line, ",") {
-			return "", fmt.Errorf("--publish-token-file %q: one key per line, without commas", path)
+			return "", fmt.Errorf("--%s %q: one key per line, without commas", flag, path)
 		}
 		keys = append(keys, line)
 	}
 	if len(keys) == 0 {
-		return "", fmt.Errorf("--publish-token-file %q: empty", path)
+		return "", fmt.Errorf("--%s %q: empty", flag, path)
 	}
 	return strings.Join(keys, ","), nil
 }

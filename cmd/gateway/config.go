@@ -19,6 +19,9 @@ type config struct {
 	AdminAddr string
 	Redis     string
 
+	RedisTLSCA        string
+	RedisPasswordFile string
+
 	PublishWaitReplicas int
 	RedisTimeout        time.Duration
 
@@ -64,6 +67,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "public listener: rooms, publishing, /healthz, /readyz, web pages")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "admin listener: /metrics, /admin/stats, /admin/drain, pprof")
 	fs.StringVar(&c.Redis, "redis", "", "comma-separated Redis seed addresses; empty runs the embedded in-memory log")
+	fs.StringVar(&c.RedisTLSCA, "redis-tls-ca", "", "fleet mode: PEM file of the CAs that sign the Redis servers' certificates (only with rediss://; default: the system's)")
+	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "fleet mode: file holding the Redis password (instead of one in --redis, which shows in the process list); the user is the one in --redis, else default")
 	fs.IntVar(&c.PublishWaitReplicas, "publish-wait-replicas", 0, "fleet mode: acknowledge a publish only once this many replicas have it (WAIT)")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 2*time.Second, "fleet mode: bound on each Redis call, retries included")
 	fs.IntVar(&c.History, "history", 1000, "events kept per room")
@@ -129,7 +134,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := checkRanges(fs, &c, fromEnv); err != nil {
 		return c, err
 	}
-	if _, err := parseRedis(c.Redis); err != nil {
+	if _, _, err := redisConnection(c); err != nil {
 		return c, err
 	}
 	if err := c.Auth.check(); err != nil {

@@ -138,7 +138,7 @@ func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
 			MaxBytes:   int64(cfg.MaxHistoryBytes),
 		})
 	}
-	target, err := parseRedis(cfg.Redis)
+	target, tlsCfg, err := redisConnection(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +148,7 @@ func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
 		Addrs:        target.addrs,
 		Username:     target.username,
 		Password:     target.password,
+		TLS:          tlsCfg,
 		History:      cfg.History,
 		HistoryTTL:   cfg.HistoryTTL,
 		WaitReplicas: cfg.PublishWaitReplicas,

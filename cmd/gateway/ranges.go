@@ -226,7 +226,7 @@ func validHeaderName(h string) bool {
 func (c config) effective() []any {
 	redis, _ := parseRedis(c.Redis)
 	return []any{
-		"redis", redis.String(), "redis_timeout", fmtDuration(c.RedisTimeout), "publish_wait_replicas", c.PublishWaitReplicas,
+		"redis", redis.String(), "redis_tls_ca", c.RedisTLSCA, "redis_password_file", c.RedisPasswordFile, "redis_timeout", fmtDuration(c.RedisTimeout), "publish_wait_replicas", c.PublishWaitReplicas,
 		"history", c.History, "history_ttl", fmtDuration(c.HistoryTTL), "max_rooms", c.MaxRooms, "max_history_bytes", int64(c.MaxHistoryBytes),
 		"retry_min", fmtDuration(c.RetryMin), "retry_max", fmtDuration(c.RetryMax), "heartbeat", fmtDuration(c.Heartbeat),
 		"write_timeout", fmtDuration(c.WriteTimeout), "queue", c.Queue, "queue_bytes", int64(c.QueueBytes),

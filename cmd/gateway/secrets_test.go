@@ -15,18 +15,24 @@ func TestParseRedis(t *testing.T) {
 		{"u:p@a:1,b:2", "a:1,b:2", "u", "p", "redis://u:xxxxx@a:1,redis://u:xxxxx@b:2"},
 		{"redis://:p%40ss@a:1", "a:1", "", "p@ss", "redis://:xxxxx@a:1"},
 		{"redis://[::1]:6379", "[::1]:6379", "", "", "[::1]:6379"},
+		{"rediss://a:1", "a:1", "", "", "rediss://a:1"},
+		{"rediss://u:p@a:1,b:2", "a:1,b:2", "u", "p", "rediss://u:xxxxx@a:1,rediss://u:xxxxx@b:2"},
+		{"a:1,rediss://b:2", "a:1,b:2", "", "", "rediss://a:1,rediss://b:2"},
 	} {
 		got, err := parseRedis(tc.in)
 		if err != nil {
 			t.Errorf("parseRedis(%q): %v", tc.in, err)
 			continue
 		}
+		if got.tls != strings.HasPrefix(tc.shown, "rediss://") {
+			t.Errorf("parseRedis(%q): tls %v", tc.in, got.tls)
+		}
 		if strings.Join(got.addrs, ",") != tc.addrs || got.username != tc.user || got.password != tc.pass || got.String() != tc.shown {
 			t.Errorf("parseRedis(%q) = %v %q %q shown %q", tc.in, got.addrs, got.username, got.password, got.String())
 		}
 	}
 	for _, in := range []string{
-		"rediss://u:pw-secret@a:1", "redis://u:pw-secret@a:1/2", "redis://u:pw-secret@a", "u:pw-secret@",
+		"redis://u:pw-secret@a:1/2", "rediss://u:pw-secret@a:1,redis://u:pw-secret@b:1", "http://u:pw-secret@a:1", "redis://u:pw-secret@a", "u:pw-secret@",
 		"redis://u:pw-secret@a:1,redis://v:pw-secret@b:1", "redis://u:pw-secret@a:1?db=2", ",",
 	} {
 		_, err := parseRedis(in)
@@ -47,7 +53,7 @@ func FuzzParseRedis(f *testing.F) {
 		"redis://:password1@h:1/x", "rediss://u:password1@h:1", "redis://u:pass%2Fword1@h:1"} {
 		f.Add(s)
 	}
-	const templates = "--redis: seed (): want host:port or redis://[user:password@]host:port, without a path or query scheme only redis:// is supported every seed must carry the same credentials no address xxxxx"
+	const templates = "--redis: seed (): want host:port or redis://[user:password@]host:port, without a path or query scheme want redis:// or rediss:// every seed must use the same scheme every seed must carry the same credentials no address xxxxx"
 	f.Fuzz(func(t *testing.T, s string) {
 		target, err := parseRedis(s)
 		out := ""

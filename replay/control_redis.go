@@ -1,0 +1,409 @@
+package replay
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The control plane in Redis. Its keys sit under "room:", the prefix a pod's ACL
+// grants, and never among a room's keys (always "room:{<room>}:…"; a room name holds
+// no "{", "}" or ":"):
+//
+//	room:ticket:{<id>}  string with a TTL: one ticket, SET PX NX, redeemed by GETDEL
+//	room:revoked        sorted set: member {"kind","value","at"}, score Until (Unix ms)
+//	room:revoked        shard channel: {"kind","value","at","until"} for each Revoke
+//
+// One key per command, so all of it works on a cluster.
+const (
+	redisRevokedKey     = "room:revoked"
+	redisRevokedChannel = "room:revoked"
+)
+
+func redisTicketKey(id string) string { return "room:ticket:{" + id + "}" }
+
+// revocationReload is how often a watching log reads the whole set again, in case a
+// notice was lost.
+const revocationReload = 5 * time.Second
+
+var (
+	_ Tickets     = (*RedisLog)(nil)
+	_ Revocations = (*RedisLog)(nil)
+)
+
+// PutTicket implements Tickets: SET PX NX. An id in use is ErrInvalid. A call whose
+// outcome is unknown (the connection lost after sending) is not repeated: the
+// repeat would find its own ticket and fail.
+func (l *RedisLog) PutTicket(ctx context.Context, id string, value []byte, ttl time.Duration) error {
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	if !validTicket(id, value, ttl) {
+		return fmt.Errorf("replay: put ticket: %w", ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("replay: put ticket: %w", err)
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	err := l.retry(cctx, false, func(ctx context.Context) error {
+		cmd := l.client.B().Set().Key(redisTicketKey(id)).Value(rueidis.BinaryString(value)).
+			Nx().PxMilliseconds(ttl.Milliseconds()).Build()
+		return l.client.Do(ctx, cmd).Error()
+	})
+	switch {
+	case rueidis.IsRedisNil(err):
+		return fmt.Errorf("replay: put ticket: id already in use: %w", ErrInvalid)
+	case err != nil:
+		return fmt.Errorf("replay: put ticket: %w", l.mapErr(ctx, err))
+	}
+	return nil
+}
+
+// TakeTicket implements Tickets: GETDEL, so exactly one taker in the fleet gets it.
+// It is not repeated when its outcome is unknown: the first attempt may have taken
+// the ticket.
+func (l *RedisLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
+	if l.isClosed.Load() {
+		return nil, ErrClosed
+	}
+	if !validTicketID(id) {
+		return nil, fmt.Errorf("replay: take ticket: %w", ErrInvalid)
+	}
+	if err := l.usable(); err != nil {
+		return nil, fmt.Errorf("replay: take ticket: %w", err)
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	var value []byte
+	err := l.retry(cctx, false, func(ctx context.Context) error {
+		var err error
+		value, err = l.client.Do(ctx, l.client.B().Getdel().Key(redisTicketKey(id)).Build()).AsBytes()
+		return err
+	})
+	switch {
+	case rueidis.IsRedisNil(err):
+		return nil, ErrTicketUnknown
+	case err != nil:
+		return nil, fmt.Errorf("replay: take ticket: %w", l.mapErr(ctx, err))
+	case len(value) > maxTicketValue:
+		l.revs.bad.Add(1)
+		l.warnRarely(&l.revs.badLog, "oversized ticket value ignored (check who may write room: keys)", "bytes", len(value))
+		return nil, fmt.Errorf("replay: take ticket: stored value of %d bytes: %w", len(value), ErrTicketUnknown)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return value, nil
+}
+
+// Revoke implements Revocations: ZADD GT (a repeat never shortens Until), prune
+// what ended and what is beyond the bound (the revocations that end first go
+// first), then SPUBLISH the notice, pipelined; the whole is safe to repeat. A
+// revocation whose Until has passed is accepted and not stored.
+func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	if !validRevocation(r) {
+		return fmt.Errorf("replay: revoke: %w", ErrInvalid)
+	}
+	r = normalRevocation(r)
+	now := time.Now()
+	if !now.Before(r.Until) {
+		return nil
+	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("replay: revoke: %w", err)
+	}
+	member, notice := encodeRevocation(r)
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	err := l.retry(cctx, true, func(ctx context.Context) error {
+		b := l.client.B()
+		res := l.client.DoMulti(ctx,
+			b.Zadd().Key(redisRevokedKey).Gt().ScoreMember().ScoreMember(float64(r.Until.UnixMilli()), member).Build(),
+			b.Zremrangebyscore().Key(redisRevokedKey).Min("-inf").Max(strconv.FormatInt(now.UnixMilli(), 10)).Build(),
+			b.Zremrangebyrank().Key(redisRevokedKey).Start(0).Stop(-(maxRevocations + 1)).Build(),
+			b.Spublish().Channel(redisRevokedChannel).Message(notice).Build())
+		for _, res := range res {
+			if err := res.Error(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replay: revoke %s: %w", r.Kind, l.mapErr(ctx, err))
+	}
+	return nil
+}
+
+// redisRevocations is a RedisLog's revocation watching: one SSUBSCRIBE on the
+// notice channel and one reload loop for all its watchers, started by the first
+// WatchRevocations and stopped by Close. Lock order: mu, then a watcher's mu.
+type redisRevocations struct {
+	mu       sync.Mutex
+	watchers map[*revWatcher]struct{}
+	started  bool
+	reload   chan struct{} // a pending request to read the whole set; made before started
+	every    time.Duration // how often to read it anyway; 0: revocationReload
+
+	bad    atomic.Uint64 // malformed members, notices and tickets
+	badLog atomic.Int64  // when one was last logged, Unix ns
+}
+
+type revWatcher struct {
+	mu      sync.Mutex // held while fn runs: calls never overlap
+	fn      func(Revocation)
+	stopped bool
+}
+
+// kick asks the reload loop to read the whole set; it never blocks.
+func (rv *redisRevocations) kick() {
+	select {
+	case rv.reload <- struct{}{}:
+	default:
+	}
+}
+
+// WatchRevocations implements Revocations. fn runs on the log's goroutines: the
+// notice subscription's and the reload loop's. The set is read when the watcher
+// starts, after every (re)subscription and every 5s.
+func (l *RedisLog) WatchRevocations(ctx context.Context, fn func(Revocation)) {
+	if l.isClosed.Load() || ctx.Err() != nil {
+		return
+	}
+	w := &revWatcher{fn: fn}
+	rv := &l.revs
+	rv.mu.Lock()
+	if rv.watchers == nil {
+		rv.watchers = make(map[*revWatcher]struct{})
+		rv.reload = make(chan struct{}, 1)
+	}
+	rv.watchers[w] = struct{}{}
+	start := !rv.started
+	rv.started = true
+	rv.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		rv.mu.Lock()
+		delete(rv.watchers, w)
+		rv.mu.Unlock()
+	})
+	if start && l.spawn(l.revocationNotices) {
+		l.spawn(l.revocationReloads)
+	}
+	rv.kick()
+}
+
+// deliverRevocations calls every watcher's fn with rs.
+func (l *RedisLog) deliverRevocations(rs []Revocation) {
+	rv := &l.revs
+	rv.mu.Lock()
+	ws := make([]*revWatcher, 0, len(rv.watchers))
+	for w := range rv.watchers {
+		ws = append(ws, w)
+	}
+	rv.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		for _, r := range rs {
+			if w.stopped || l.isClosed.Load() {
+				break
+			}
+			w.fn(r)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// revocationNotices keeps the notice channel subscribed until Close, like a room's
+// receiveLoop: Receive returns nil on an sunsubscribe (failover, slot move) and an
+// error on a lost connection; either way, subscribe again. Every confirmation asks
+// for a reload, since notices may have been missed meanwhile.
+func (l *RedisLog) revocationNotices() {
+	delay := subRetryMin
+	for l.life.Err() == nil {
+		if l.connected.Load() {
+			var confirmed atomic.Bool
+			ctx := rueidis.WithOnSubscriptionHook(l.life, func(p rueidis.PubSubSubscription) {
+				if p.Kind == "ssubscribe" && p.Channel == redisRevokedChannel {
+					confirmed.Store(true)
+					l.revs.kick()
+				}
+			})
+			err := l.client.Receive(ctx, l.client.B().Ssubscribe().Channel(redisRevokedChannel).Build(), l.onRevocationNotice)
+			if l.life.Err() != nil {
+				return
+			}
+			if confirmed.Load() {
+				delay = subRetryMin
+			}
+			l.cfg.Logger.Debug("revocation subscription ended; subscribing again", "err", err)
+		}
+		t := time.NewTimer(jitter(delay))
+		select {
+		case <-t.C:
+		case <-l.life.Done():
+			t.Stop()
+			return
+		}
+		delay = min(delay*2, subRetryMax)
+	}
+}
+
+// onRevocationNotice decodes a notice and reports it; it runs on the subscription's
+// goroutine and never blocks (watchers' fn must not).
+func (l *RedisLog) onRevocationNotice(m rueidis.PubSubMessage) {
+	r, ok := decodeRevocationNotice(m.Message)
+	if !ok {
+		n := l.revs.bad.Add(1)
+		l.warnRarely(&l.revs.badLog, "malformed revocation notice ignored (check who may SPUBLISH to room:revoked)", "bad_revocations", n)
+		return
+	}
+	if time.Now().Before(r.Until) {
+		l.deliverRevocations([]Revocation{r})
+	}
+}
+
+// revocationReloads reads the whole set when asked and every revocationReload,
+// until Close.
+func (l *RedisLog) revocationReloads() {
+	l.revs.mu.Lock()
+	every := cmp.Or(l.revs.every, revocationReload)
+	l.revs.mu.Unlock()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.life.Done():
+			return
+		case <-t.C:
+		case <-l.revs.reload:
+		}
+		if !l.connected.Load() {
+			continue
+		}
+		rs, err := l.loadRevocations()
+		if err != nil {
+			if l.life.Err() == nil {
+				l.cfg.Logger.Debug("revocations not read; trying again", "err", err)
+			}
+			continue
+		}
+		l.deliverRevocations(rs)
+	}
+}
+
+// loadRevocations prunes the revocations that ended and reads those in force,
+// ordered by Until, within Timeout. Malformed members are skipped and counted.
+func (l *RedisLog) loadRevocations() ([]Revocation, error) {
+	ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
+	defer cancel()
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	b := l.client.B()
+	res := l.client.DoMulti(ctx,
+		b.Zremrangebyscore().Key(redisRevokedKey).Min("-inf").Max(now).Build(),
+		b.Zrange().Key(redisRevokedKey).Min("("+now).Max("+inf").Byscore().Limit(0, maxRevocations).Withscores().Build())
+	if err := res[0].Error(); err != nil {
+		l.cfg.Logger.Debug("revocations not pruned", "err", err)
+	}
+	scores, err := res[1].AsZScores()
+	if err != nil {
+		return nil, fmt.Errorf("replay: revocations: read: %w", err)
+	}
+	out := make([]Revocation, 0, len(scores))
+	bad := 0
+	for _, z := range scores {
+		r, ok := decodeRevocationMember(z.Member, z.Score)
+		if !ok {
+			bad++
+			continue
+		}
+		out = append(out, r)
+	}
+	if bad > 0 {
+		n := l.revs.bad.Add(uint64(bad))
+		l.warnRarely(&l.revs.badLog, "malformed revocations in room:revoked skipped (check who may write room: keys)",
+			"skipped", bad, "bad_revocations", n)
+	}
+	return out, nil
+}
+
+// revocationJSON is a revocation in Redis: the set's member without Until (the
+// score), the notice with it. Times are Unix ms.
+type revocationJSON struct {
+	Kind  string `json:"kind"`
+	Value string `json:"value"`
+	At    int64  `json:"at"`
+	Until int64  `json:"until,omitempty"`
+}
+
+// encodeRevocation returns r's set member and its notice.
+func encodeRevocation(r Revocation) (member, notice string) {
+	j := revocationJSON{Kind: r.Kind, Value: r.Value, At: r.At.UnixMilli()}
+	m, _ := json.Marshal(j) // strings and integers: cannot fail
+	j.Until = r.Until.UnixMilli()
+	n, _ := json.Marshal(j)
+	return string(m), string(n)
+}
+
+// maxRevocationJSON bounds what is decoded: a 256-byte value escaped at worst six
+// bytes a byte, and the rest.
+const maxRevocationJSON = 6*maxRevocationValue + 128
+
+// decodeRevocationJSON decodes one object with exactly the known fields and nothing
+// after it.
+func decodeRevocationJSON(s string) (revocationJSON, bool) {
+	var j revocationJSON
+	if len(s) > maxRevocationJSON {
+		return j, false
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return j, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return j, false
+	}
+	return j, true
+}
+
+// decodeRevocationMember reads a member of room:revoked and its score.
+func decodeRevocationMember(member string, score float64) (Revocation, bool) {
+	j, ok := decodeRevocationJSON(member)
+	if !ok || j.Until != 0 || score != math.Trunc(score) || score <= 0 || score > 1<<53 {
+		return Revocation{}, false
+	}
+	j.Until = int64(score)
+	return j.revocation()
+}
+
+// decodeRevocationNotice reads a notice from the room:revoked channel.
+func decodeRevocationNotice(msg string) (Revocation, bool) {
+	j, ok := decodeRevocationJSON(msg)
+	if !ok {
+		return Revocation{}, false
+	}
+	return j.revocation()
+}
+
+func (j revocationJSON) revocation() (Revocation, bool) {
+	r := Revocation{Kind: j.Kind, Value: j.Value, At: time.UnixMilli(j.At), Until: time.UnixMilli(j.Until)}
+	return r, validRevocation(r)
+}

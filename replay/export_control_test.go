@@ -1,0 +1,11 @@
+package replay
+
+import "time"
+
+// SetRevocationReload makes l read the whole revocation set every d instead of every
+// 5s; call it before the first WatchRevocations.
+func SetRevocationReload(l *RedisLog, d time.Duration) {
+	l.revs.mu.Lock()
+	l.revs.every = d
+	l.revs.mu.Unlock()
+}

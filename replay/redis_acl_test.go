@@ -1,0 +1,169 @@
+package replay_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/redistest"
+)
+
+// The ACL a pod needs is documented once, in deploy/README.md, as a line of an ACL
+// file; these tests run Redis with exactly that line.
+const aclDoc = "../deploy/README.md"
+
+// documentedACL returns the ACL line for the gateway's user from deploy/README.md,
+// with its placeholder password replaced by password.
+func documentedACL(t *testing.T, password string) string {
+	t.Helper()
+	f, err := os.Open(aclDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "user roomcast ") {
+			if !strings.Contains(line, " >change-me ") {
+				t.Fatalf("%s: the ACL line has no >change-me placeholder: %s", aclDoc, line)
+			}
+			return strings.Replace(line, " >change-me ", " >"+password+" ", 1)
+		}
+	}
+	t.Fatalf("%s: no line starting with \"user roomcast \"", aclDoc)
+	return ""
+}
+
+// cli runs redis-cli against 127.0.0.1:port as user and returns its output and
+// whether Redis answered with an error.
+func cli(t *testing.T, port int, user, password string, args ...string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	full := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port), "--no-auth-warning", "-e"}, args...)
+	if user != "" {
+		full = append([]string{"--user", user, "--pass", password}, full...)
+	}
+	out, err := exec.CommandContext(ctx, "redis-cli", full...).CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("redis-cli: %v", err)
+	}
+	return strings.TrimSpace(string(out)), err != nil
+}
+
+// exerciseLog runs everything a pod does through l: publish (loading the library
+// happened at connect), replay, head, subscribe, tickets, revocations.
+func exerciseLog(t *testing.T, l *replay.RedisLog) {
+	t.Helper()
+	ctx := context.Background()
+	room := redistest.Prefix(t) + ".acl"
+	rec := subscribeRec(t, l, room)
+	ev := mustAppend(t, l, room, msgN(1))
+	if got := rec.next(t, 10*time.Second); got.Seq != ev.Seq {
+		t.Fatalf("ring %+v, want seq %d", got, ev.Seq)
+	}
+	idem := msgN(2)
+	idem.IdempotencyKey = "k1"
+	mustAppend(t, l, room, idem)
+	if evs, _, err := l.Since(ctx, room, replay.Position{}, 10); err != nil || len(evs) != 2 {
+		t.Fatalf("since: %d events, %v", len(evs), err)
+	}
+	if _, err := l.Head(ctx, room); err != nil {
+		t.Fatalf("head: %v", err)
+	}
+	if err := l.Ping(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	id := ticketID(t, "acl")
+	if err := l.PutTicket(ctx, id, []byte("v"), time.Minute); err != nil {
+		t.Fatalf("put ticket: %v", err)
+	}
+	if v, err := l.TakeTicket(ctx, id); err != nil || string(v) != "v" {
+		t.Fatalf("take ticket: %q, %v", v, err)
+	}
+	ch := watch(t, l)
+	now := time.Now().Truncate(time.Millisecond)
+	r := replay.Revocation{Kind: "sub", Value: room, At: now, Until: now.Add(time.Hour)}
+	if err := l.Revoke(ctx, r); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	await(t, ch, r)
+	if err := l.Unsubscribe(ctx, room); err != nil {
+		t.Fatalf("unsubscribe: %v", err)
+	}
+}
+
+// TestRedisACLStandalone: with the default user off and the gateway's user holding
+// exactly the documented ACL, a log does all a pod does, Redis refused none of its
+// commands (the ACL log stays empty), and a command outside the ACL is refused.
+func TestRedisACLStandalone(t *testing.T) {
+	t.Parallel()
+	const password, adminPassword = "acl-test-pw", "admin-test-pw"
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	acl := "user default off\n" +
+		documentedACL(t, password) + "\n" +
+		"user inspector on >" + adminPassword + " ~* &* +@all\n"
+	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, _, err := startRedisWith(t, "--port", "PORT", "--aclfile", aclFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	if out, refused := cli(t, port, "", "", "PING"); !refused || !strings.Contains(out, "NOAUTH") {
+		t.Fatalf("the default user answered PING: %s", out)
+	}
+	l := newRedisLog(t, []string{addr}, replay.RedisConfig{Username: "roomcast", Password: password})
+	exerciseLog(t, l)
+	if out, _ := cli(t, port, "inspector", adminPassword, "ACL", "LOG"); out != "" {
+		t.Fatalf("Redis refused commands the log sent (ACL LOG):\n%s", out)
+	}
+	for _, cmd := range [][]string{
+		{"KEYS", "*"},
+		{"SET", "other:key", "v"},
+		{"SPUBLISH", "other", "v"},
+		{"FLUSHALL"},
+		{"CONFIG", "GET", "maxmemory"},
+	} {
+		if out, refused := cli(t, port, "roomcast", password, cmd...); !refused || !strings.Contains(out, "NOPERM") {
+			t.Errorf("%v as roomcast: %q, want NOPERM", cmd, out)
+		}
+	}
+}
+
+// TestRedisACLCluster: on a 3-primary cluster whose nodes give the gateway's user
+// exactly the documented ACL, a log does all a pod does and no node refused any of
+// its commands. (The default user stays on here: the cluster helpers need it.)
+func TestRedisACLCluster(t *testing.T) {
+	t.Parallel()
+	const password = "acl-test-pw"
+	c := redistest.StartCluster(t, redistest.ClusterConfig{})
+	line := documentedACL(t, password)
+	args := append([]string{"ACL", "SETUSER"}, strings.Fields(strings.TrimPrefix(line, "user "))...)
+	for _, n := range c.Nodes() {
+		n.MustDo(t, args...)
+		n.MustDo(t, "ACL", "LOG", "RESET")
+	}
+	l := newRedisLog(t, c.Addrs(), replay.RedisConfig{Username: "roomcast", Password: password})
+	exerciseLog(t, l)
+	for _, n := range c.Nodes() {
+		if out := n.MustDo(t, "ACL", "LOG"); out != "" {
+			t.Errorf("node %s refused commands the log sent (ACL LOG):\n%s", n.Addr, out)
+		}
+	}
+	n := c.Nodes()[0]
+	if out, refused := cli(t, n.Port, "roomcast", password, "KEYS", "*"); !refused || !strings.Contains(out, "NOPERM") {
+		t.Errorf("KEYS as roomcast on the cluster: %q, want NOPERM", out)
+	}
+}
