@@ -80,7 +80,7 @@ func (s *Server) Public() http.Handler {
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
 	r.NotFound(pages.ServeHTTP)
-	return s.edge(r)
+	return s.cors(s.edge(r, s.trustedOrigins()...))
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
