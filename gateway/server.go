@@ -100,7 +100,7 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
-	return s.edge(r)
+	return s.edge(s.adminGuard(r))
 }
 
 // readyz follows the drain lifecycle only, never the backend (see healthReporter).
