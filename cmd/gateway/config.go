@@ -48,6 +48,10 @@ type config struct {
 	PublishToken     string
 	PublishTokenFile string
 
+	AllowOrigin    string // comma-separated; normalized once checked
+	AdminTokenFile string
+	AdminToken     string // read from AdminTokenFile
+
 	DrainDelay   time.Duration
 	DrainWindow  time.Duration
 	DrainTimeout time.Duration
@@ -80,7 +84,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
-	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 0, "concurrent streams per client address (0: no cap)")
+	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 100, "concurrent streams per client address, the --client-ip-header address behind a proxy (0: no cap)")
 	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used); empty: the peer address")
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
@@ -88,6 +92,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address on the public listener, streams not counted; a new one beyond it is closed at once (0: no cap; behind a proxy every client shares the proxy's address)")
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer token; empty allows loopback clients only")
 	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer token (instead of --publish-token, which shows in the process list)")
+	fs.StringVar(&c.AllowOrigin, "allow-origin", "", "comma-separated origins (https://app.example.com) whose pages may subscribe and publish from the browser (CORS with credentials); * alone allows every origin without credentials; empty: no CORS")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token /admin/ and /debug/pprof/ on the admin listener require; empty: no token (/metrics stays open either way)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
@@ -125,6 +131,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if err := checkRanges(fs, &c, fromEnv); err != nil {
+		return c, err
+	}
+	if err := checkAccess(&c, fromEnv); err != nil {
 		return c, err
 	}
 	if _, err := parseRedis(c.Redis); err != nil {

@@ -107,6 +107,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		PublishToken: cfg.PublishToken,
 		AcceptRate:   cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader,
+		AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken,
 		Registry: metrics,
 		Logger:   logger,
 	})
@@ -180,6 +181,9 @@ func (p *pod) serve(logger *slog.Logger) int {
 	}
 	logger.Info("roomcast gateway started", append([]any{"addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
 		"log", logKind(p.cfg)}, p.cfg.effective()...)...)
+	if p.cfg.AdminToken == "" && !loopbackAddr(admin.Addr()) {
+		logger.Warn("no --admin-token-file: /admin/ and /debug/pprof/ are open to anyone who reaches the admin listener")
+	}
 	if p.cfg.PublishToken == "" {
 		logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
 	}

@@ -232,6 +232,7 @@ func (c config) effective() []any {
 		"max_streams_per_ip", c.MaxStreamsPerIP, "client_ip_header", c.ClientIPHeader,
 		"max_body", int64(c.MaxBody), "max_batch_body", int64(c.MaxBatchBody),
 		"publish_token_set", c.PublishToken != "", "publish_token_file", c.PublishTokenFile,
+		"allow_origin", c.AllowOrigin, "admin_token_set", c.AdminToken != "", "admin_token_file", c.AdminTokenFile,
 		"drain_delay", fmtDuration(c.DrainDelay), "drain_window", fmtDuration(c.DrainWindow), "drain_timeout", fmtDuration(c.DrainTimeout),
 		"log_level", strings.ToLower(c.LogLevel),
 	}

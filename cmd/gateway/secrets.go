@@ -32,30 +32,37 @@ func checkToken(c *config) error {
 	return nil
 }
 
-// maxTokenFile bounds what --publish-token-file reads.
+// maxTokenFile bounds what --publish-token-file and --admin-token-file read.
 const maxTokenFile = 64 << 10
 
 // readTokenFile reads the publish token from path, trimmed of spaces and newlines
 // at both ends as the presented token is. Errors never include the file's content.
 func readTokenFile(path string) (string, error) {
+	return readSecretFile("--publish-token-file", path)
+}
+
+// readSecretFile reads a one-line token from path, for the flag named flagName,
+// trimmed of spaces and newlines at both ends as a presented token is. Errors name
+// the flag and never include the file's content.
+func readSecretFile(flagName, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("--publish-token-file %q: %w", path, pathErr(err))
+		return "", fmt.Errorf("%s %q: %w", flagName, path, pathErr(err))
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
-		return "", fmt.Errorf("--publish-token-file %q: %w", path, pathErr(err))
+		return "", fmt.Errorf("%s %q: %w", flagName, path, pathErr(err))
 	}
 	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("--publish-token-file %q: longer than %d bytes", path, maxTokenFile)
+		return "", fmt.Errorf("%s %q: longer than %d bytes", flagName, path, maxTokenFile)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("--publish-token-file %q: empty", path)
+		return "", fmt.Errorf("%s %q: empty", flagName, path)
 	}
 	if strings.ContainsAny(token, "\r\n") {
-		return "", fmt.Errorf("--publish-token-file %q: more than one line", path)
+		return "", fmt.Errorf("%s %q: more than one line", flagName, path)
 	}
 	return token, nil
 }
