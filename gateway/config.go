@@ -46,6 +46,9 @@ type Config struct {
 	// /admin/* and /debug/*; /metrics and the operator page stay open. Empty: no
 	// token is asked for.
 	AdminToken string
+	// MetricsApart, when set, takes /metrics off the admin listener: Metrics serves
+	// it on a listener of its own. False: the admin listener serves it.
+	MetricsApart bool
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
 	// ReplayBatch is how many history events one read fetches (default 256).

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/replay"
@@ -90,7 +89,9 @@ func (s *Server) Admin() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead)
 	r.MethodNotAllowed(methodNotAllowed(pages))
-	r.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	if !s.cfg.MetricsApart {
+		r.Handle("/metrics", s.metricsHandler())
+	}
 	r.Get("/admin/stats", s.stats)
 	r.Post("/admin/drain", s.startDrain)
 	r.Post("/admin/shed", s.shed)

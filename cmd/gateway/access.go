@@ -9,9 +9,17 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 )
 
-// checkAccess settles the access flags: --allow-origin checked and normalized in
-// place, and the admin token read from --admin-token-file.
+// checkAccess settles the access flags: --metrics-addr checked, --allow-origin
+// checked and normalized in place, and the admin token read from --admin-token-file.
 func checkAccess(c *config, fromEnv map[string]bool) error {
+	if c.MetricsAddr != "" {
+		if err := checkListenAddr(c.MetricsAddr); err != nil {
+			return fmt.Errorf("%s %q: %w", flagRef("metrics-addr", fromEnv), c.MetricsAddr, err)
+		}
+		if !strings.HasSuffix(c.MetricsAddr, ":0") && (c.MetricsAddr == c.Addr || c.MetricsAddr == c.AdminAddr) {
+			return fmt.Errorf("%s %q: must differ from --addr and --admin-addr", flagRef("metrics-addr", fromEnv), c.MetricsAddr)
+		}
+	}
 	if c.AllowOrigin != "" {
 		var list []string
 		for _, o := range strings.Split(c.AllowOrigin, ",") {

@@ -48,6 +48,7 @@ type config struct {
 	PublishToken     string
 	PublishTokenFile string
 
+	MetricsAddr    string
 	AllowOrigin    string // comma-separated; normalized once checked
 	AdminTokenFile string
 	AdminToken     string // read from AdminTokenFile
@@ -66,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "public listener: rooms, publishing, /healthz, /readyz, web pages")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "admin listener: /metrics, /admin/stats, /admin/drain, pprof")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "listener serving /metrics alone, e.g. 0.0.0.0:9100; empty: /metrics stays on the admin listener")
 	fs.StringVar(&c.Redis, "redis", "", "comma-separated Redis seed addresses; empty runs the embedded in-memory log")
 	fs.IntVar(&c.PublishWaitReplicas, "publish-wait-replicas", 0, "fleet mode: acknowledge a publish only once this many replicas have it (WAIT)")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 2*time.Second, "fleet mode: bound on each Redis call, retries included")
