@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -70,5 +71,17 @@ func TestMetricsAddrServesMetricsAlone(t *testing.T) {
 	}
 	if code := wait(t, p.Process, 10*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
+
+func TestMetricsAddrListenFailureExitsTwo(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	code, stderr := runGateway(t, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--metrics-addr", busy.Addr().String())
+	if code != 2 || !strings.Contains(stderr, "--metrics-addr") {
+		t.Fatalf("exit code %d, want 2 and a message naming --metrics-addr; stderr:\n%s", code, stderr)
 	}
 }
