@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,6 +31,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	secretsDir = filepath.Join(dir, "secrets")
 	gatewayBin, err = gatewaytest.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

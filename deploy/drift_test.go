@@ -36,6 +36,8 @@ var deployChecks = []deployCheck{
 	{name: "memory limit holds --max-streams idle streams", check: checkMemory},
 	{name: "GOMEMLIMIT below the memory limit", check: checkGoMemLimit},
 	{name: "publish token comes from a Secret", check: checkPublishToken},
+	{name: "admin token is a file from a Secret", check: checkAdminToken},
+	{name: "NetworkPolicy admits the listeners' ports and reaches DNS and Redis", check: checkNetworkPolicy},
 	{name: "several replicas share a Redis log", check: checkReplicasShareLog},
 	{name: "service links are off", check: checkServiceLinks},
 	{name: "Prometheus scrapes the admin port", check: checkPrometheus},
@@ -138,6 +140,13 @@ func TestDeployDriftChecksBite(t *testing.T) {
 		},
 		"publish token comes from a Secret": func(_ *testing.T, _ *deployTree, d *deployment) {
 			setEnv(d.gateway(), "ROOMCAST_PUBLISH_TOKEN", "committed-by-mistake")
+		},
+		"admin token is a file from a Secret": func(_ *testing.T, _ *deployTree, d *deployment) {
+			c := d.gateway()
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--admin-token-file=") })
+		},
+		"NetworkPolicy admits the listeners' ports and reaches DNS and Redis": func(_ *testing.T, _ *deployTree, d *deployment) {
+			setArg(d.gateway(), "admin-addr", "0.0.0.0:9091")
 		},
 		"several replicas share a Redis log": func(_ *testing.T, _ *deployTree, d *deployment) {
 			c := d.gateway()

@@ -32,13 +32,14 @@ const (
 // deployTree is every object under deploy/, decoded into the Kubernetes API's types,
 // and what the Dockerfile's final stage sets.
 type deployTree struct {
-	deployments    []*deployment
-	services       []*service
-	pdbs           []*podDisruptionBudget
-	ingresses      []*ingress
-	kustomizations []*kustomization
-	image          imageConfig
-	nginxConf      string // path of nginx.conf, "" when absent
+	deployments     []*deployment
+	services        []*service
+	pdbs            []*podDisruptionBudget
+	ingresses       []*ingress
+	networkPolicies []*networkPolicy
+	kustomizations  []*kustomization
+	image           imageConfig
+	nginxConf       string // path of nginx.conf, "" when absent
 }
 
 // source says where an object came from, for messages.
@@ -165,6 +166,9 @@ func (tree *deployTree) add(path string, n int, doc []byte) error {
 	case "Ingress":
 		i := &ingress{source: src}
 		tree.ingresses, target = append(tree.ingresses, i), &i.Ingress
+	case "NetworkPolicy":
+		np := &networkPolicy{source: src}
+		tree.networkPolicies, target = append(tree.networkPolicies, np), &np.NetworkPolicy
 	case "Kustomization":
 		k := &kustomization{source: src, path: path}
 		tree.kustomizations = append(tree.kustomizations, k)

@@ -59,7 +59,11 @@ func (d *deployment) run(tree *deployTree) (*podRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := runPod(c.Args, d.env(tree))
+	args, err := d.standInSecretFiles(c.Args)
+	if err != nil {
+		return nil, err
+	}
+	r := runPod(args, d.env(tree))
 	return r, r.err
 }
 

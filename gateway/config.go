@@ -51,6 +51,19 @@ type Config struct {
 	// take one more is turned away like any other the pod cannot take now (zero: no
 	// cap). It bounds the subscriptions clients nobody knows can make a pod hold.
 	MaxAnonymousRooms int
+	// AllowOrigins lists the origins whose pages may call the room routes, POST
+	// /events and POST /tickets from another origin (CORS, with credentials), each
+	// scheme://host[:port]; state-changing requests from them pass the cross-origin
+	// check. ["*"] allows every origin, without credentials, and trusts none for
+	// state-changing requests. Empty: no CORS headers at all.
+	AllowOrigins []string
+	// AdminToken, when set, is the bearer token the admin listener requires on
+	// /admin/* and /debug/*; /metrics and the operator page stay open. Empty: no
+	// token is asked for.
+	AdminToken string
+	// MetricsApart, when set, takes /metrics off the admin listener: Metrics serves
+	// it on a listener of its own. False: the admin listener serves it.
+	MetricsApart bool
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
 	// ReplayBatch is how many history events one read fetches (default 256).
@@ -104,6 +117,13 @@ func (c *Config) fill() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if len(c.AllowOrigins) > 0 {
+		origins, err := CheckOrigins(c.AllowOrigins)
+		if err != nil {
+			return err
+		}
+		c.AllowOrigins = origins
 	}
 	switch {
 	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:

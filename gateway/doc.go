@@ -18,6 +18,10 @@
 // may take (streams have none), and close the connection after an answer sent before
 // the body was read. LimitListener caps the connections one peer address holds that
 // are not streams. Every GET route answers HEAD, and a 405 names the route's methods.
+// On the public listener, the origins of Config.AllowOrigins get CORS answers on the
+// routes pages call (the room routes, POST /events, POST /tickets) and pass the
+// cross-origin check; on the admin listener, Config.AdminToken guards /admin/* and
+// /debug/* (never /metrics or the operator page's files).
 //
 // # Must not
 //

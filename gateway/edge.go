@@ -14,6 +14,7 @@ import (
 type edgeMetrics struct {
 	crossOrigin  prometheus.Counter
 	connsRefused prometheus.Counter
+	adminRefused prometheus.Counter
 }
 
 func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
@@ -26,8 +27,12 @@ func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
 			Name: "roomcast_connections_refused_total",
 			Help: "Connections closed at accept because their peer address held --max-conns-per-ip connections that are not streams.",
 		}),
+		adminRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomcast_admin_unauthorized_total",
+			Help: "Requests to /admin/ or /debug/ on the admin listener refused for a missing or wrong admin token.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.crossOrigin, m.connsRefused} {
+	for _, c := range []prometheus.Collector{m.crossOrigin, m.connsRefused, m.adminRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -38,9 +43,10 @@ func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
 var errCrossOrigin = newError(http.StatusForbidden, "cross_origin",
 	"a browser marked this request cross-origin: state-changing requests from another origin need Authorization: Bearer <token>")
 
-// edge wraps a listener's router with the checks every request passes first.
-func (s *Server) edge(h http.Handler) http.Handler {
-	return s.bodies(s.crossOrigin(h))
+// edge wraps a listener's router with the checks every request passes first;
+// state-changing requests from the trusted origins pass the cross-origin check.
+func (s *Server) edge(h http.Handler, trusted ...string) http.Handler {
+	return s.bodies(s.crossOrigin(h, trusted))
 }
 
 // bodies bounds how long a request body may take and keeps a refused request from
@@ -123,9 +129,14 @@ func (w *edgeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // preflight, but it cannot attach a bearer token without a CORS preflight, which the
 // gateway never grants. Other schemes do not count: a browser resends Basic
 // credentials on its own. Requests without either header (same-origin pages of old
-// browsers, clients that are not browsers) pass.
-func (s *Server) crossOrigin(next http.Handler) http.Handler {
+// browsers, clients that are not browsers) pass, as do requests from the trusted
+// origins (--allow-origin), whose pages may publish with the browser's own
+// credentials.
+func (s *Server) crossOrigin(next http.Handler, trusted []string) http.Handler {
 	cop := http.NewCrossOriginProtection()
+	for _, o := range trusted {
+		_ = cop.AddTrustedOrigin(o) // CheckOrigins accepted only what it takes
+	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.edgeM.crossOrigin.Inc()
 		writeError(w, errCrossOrigin)

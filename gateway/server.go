@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/gateway/auth"
@@ -95,7 +94,7 @@ func (s *Server) Public() http.Handler {
 	r.Post("/events", s.publishBatch)
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
-	return s.edge(r)
+	return s.cors(s.edge(r, s.trustedOrigins()...))
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
@@ -105,7 +104,9 @@ func (s *Server) Admin() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead)
 	r.MethodNotAllowed(methodNotAllowed(pages))
-	r.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	if !s.cfg.MetricsApart {
+		r.Handle("/metrics", s.metricsHandler())
+	}
 	r.Get("/admin/stats", s.stats)
 	r.Post("/admin/drain", s.startDrain)
 	r.Post("/admin/shed", s.shed)
@@ -116,7 +117,7 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
-	return s.edge(r)
+	return s.edge(s.adminGuard(r))
 }
 
 // readyz follows the drain lifecycle only, never the backend (see healthReporter).

@@ -98,7 +98,7 @@ func publishKeys(c config) []string {
 	return keys
 }
 
-// readKeysFile reads one or more publish keys for --<flag>, one per line (blank
+// readKeysFile reads one or more publish keys for flag ("--name"), one per line (blank
 // lines and lines starting with # skipped). Errors never include the file's content.
 func readKeysFile(flag, path string) (string, error) {
 	b, err := readBoundedFile(flag, path)
@@ -112,12 +112,12 @@ func readKeysFile(flag, path string) (string, error) {
 			continue
 		}
 		if strings.Contains(line, ",") {
-			return "", fmt.Errorf("--%s %q: one key per line, without commas", flag, path)
+			return "", fmt.Errorf("%s %q: one key per line, without commas", flag, path)
 		}
 		keys = append(keys, line)
 	}
 	if len(keys) == 0 {
-		return "", fmt.Errorf("--%s %q: empty", flag, path)
+		return "", fmt.Errorf("%s %q: empty", flag, path)
 	}
 	return strings.Join(keys, ","), nil
 }

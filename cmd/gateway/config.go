@@ -52,6 +52,11 @@ type config struct {
 	PublishTokenFile string
 	Auth             authFlags
 
+	MetricsAddr    string
+	AllowOrigin    string // comma-separated; normalized once checked
+	AdminTokenFile string
+	AdminToken     string // read from AdminTokenFile
+
 	DrainDelay   time.Duration
 	DrainWindow  time.Duration
 	DrainTimeout time.Duration
@@ -66,6 +71,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "public listener: rooms, publishing, /healthz, /readyz, web pages")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "admin listener: /metrics, /admin/stats, /admin/drain, pprof")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "listener serving /metrics alone, e.g. 0.0.0.0:9100; empty: /metrics stays on the admin listener")
 	fs.StringVar(&c.Redis, "redis", "", "comma-separated Redis seed addresses; empty runs the embedded in-memory log")
 	fs.StringVar(&c.RedisTLSCA, "redis-tls-ca", "", "fleet mode: PEM file of the CAs that sign the Redis servers' certificates (only with rediss://; default: the system's)")
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "fleet mode: file holding the Redis password (instead of one in --redis, which shows in the process list); the user is the one in --redis, else default")
@@ -86,7 +92,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
-	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 0, "concurrent streams per client address (0: no cap)")
+	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 100, "concurrent streams per client address, the --client-ip-header address behind a proxy (0: no cap)")
 	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used); empty: the peer address")
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
@@ -95,6 +101,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer tokens, comma-separated; with none (and no JWT key) only loopback clients may publish")
 	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer tokens, one per line (instead of --publish-token, which shows in the process list)")
 	c.Auth.register(fs)
+	fs.StringVar(&c.AllowOrigin, "allow-origin", "", "comma-separated origins (https://app.example.com) whose pages may subscribe and publish from the browser (CORS with credentials); * alone allows every origin without credentials; empty: no CORS")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token /admin/ and /debug/pprof/ on the admin listener require; empty: no token (/metrics stays open either way)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
@@ -135,6 +143,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if _, _, err := redisConnection(c); err != nil {
+		return c, err
+	}
+	if err := checkAccess(&c, fromEnv); err != nil {
 		return c, err
 	}
 	if err := c.Auth.check(); err != nil {

@@ -113,6 +113,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader,
+		AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "",
 		Registry: metrics,
 		Logger:   logger,
 	})
@@ -176,19 +177,35 @@ func (p *pod) serve(logger *slog.Logger) int {
 		p.closeAll(logger)
 		return 2
 	}
-	public = p.server.LimitListener(public)
+	listeners := []net.Listener{p.server.LimitListener(public), admin}
 	servers := []*http.Server{newHTTPServer(p.server.Public(), logger), newHTTPServer(p.server.Admin(), logger)}
 	servers[0].ConnContext = p.server.ConnContext
-	failed := make(chan error, 2)
-	for i, l := range []net.Listener{public, admin} {
+	started := []any{"addr", public.Addr().String(), "admin_addr", admin.Addr().String()}
+	if p.cfg.MetricsAddr != "" {
+		m, err := net.Listen("tcp", p.cfg.MetricsAddr)
+		if err != nil {
+			public.Close()
+			admin.Close()
+			logger.Error("configuration rejected", "err", fmt.Errorf("--metrics-addr %q: %w", p.cfg.MetricsAddr, err))
+			p.closeAll(logger)
+			return 2
+		}
+		listeners = append(listeners, m)
+		servers = append(servers, newHTTPServer(p.server.Metrics(), logger))
+		started = append(started, "metrics_addr", m.Addr().String())
+	}
+	failed := make(chan error, len(listeners))
+	for i, l := range listeners {
 		go func() {
 			if err := servers[i].Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				failed <- err
 			}
 		}()
 	}
-	logger.Info("roomcast gateway started", append([]any{"addr", public.Addr().String(), "admin_addr", admin.Addr().String(),
-		"log", logKind(p.cfg)}, p.cfg.effective()...)...)
+	logger.Info("roomcast gateway started", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
+	if p.cfg.AdminToken == "" && !loopbackAddr(admin.Addr()) {
+		logger.Warn("no --admin-token-file: /admin/ and /debug/pprof/ are open to anyone who reaches the admin listener")
+	}
 	if !p.cfg.Auth.jwtEnabled() {
 		logger.Warn("no --jwt-key or --jwt-hmac-file: every room can be read without a credential")
 		if p.cfg.PublishToken == "" {

@@ -30,6 +30,8 @@ func drainArgs(c *redistest.Cluster, delay, window, timeout time.Duration) []str
 		"--drain-delay", delay.String(), "--drain-window", window.String(), "--drain-timeout", timeout.String(),
 		"--retry-min", "200ms", "--retry-max", "800ms",
 		"--heartbeat", "2s",
+		// Every simulated client connects from loopback.
+		"--max-streams-per-ip", "0",
 	}
 }
 
@@ -324,7 +326,8 @@ func TestRolloutReconnectStorm(t *testing.T) {
 		"--redis", strings.Join(cluster.Addrs(), ","),
 		"--accept-rate", strconv.Itoa(rate), "--accept-burst", strconv.Itoa(burst),
 		"--retry-min", "200ms", "--retry-max", "800ms", "--heartbeat", "1s",
-		"--drain-delay", "0s", "--drain-window", "1s", "--drain-timeout", "5s")[0]
+		"--drain-delay", "0s", "--drain-window", "1s", "--drain-timeout", "5s",
+		"--max-streams-per-ip", "0")[0]
 	rooms := roomNames(redistest.Prefix(t), 20)
 	hc := &http.Client{Transport: &http.Transport{
 		Proxy: nil, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second,

@@ -19,7 +19,7 @@ func checkToken(c *config) error {
 		if c.PublishToken != "" {
 			return errors.New("--publish-token-file: set either it or --publish-token, not both")
 		}
-		token, err := readKeysFile("publish-token-file", c.PublishTokenFile)
+		token, err := readKeysFile("--publish-token-file", c.PublishTokenFile)
 		if err != nil {
 			return err
 		}
@@ -38,7 +38,7 @@ func checkToken(c *config) error {
 // --redis-password-file) holds.
 const maxTokenFile = 64 << 10
 
-// readSecretFile reads the secret in path for --<flag>, trimmed of spaces and
+// readSecretFile reads the secret in path for flag ("--name"), trimmed of spaces and
 // newlines at both ends as a presented token is. Errors never include the file's
 // content.
 func readSecretFile(flag, path string) (string, error) {
@@ -48,27 +48,27 @@ func readSecretFile(flag, path string) (string, error) {
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("--%s %q: empty", flag, path)
+		return "", fmt.Errorf("%s %q: empty", flag, path)
 	}
 	if strings.ContainsAny(token, "\r\n") {
-		return "", fmt.Errorf("--%s %q: more than one line", flag, path)
+		return "", fmt.Errorf("%s %q: more than one line", flag, path)
 	}
 	return token, nil
 }
 
-// readBoundedFile reads a secret file for --<flag>: at most maxTokenFile bytes.
+// readBoundedFile reads a secret file for flag ("--name"): at most maxTokenFile bytes.
 func readBoundedFile(flag, path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--%s %q: %w", flag, path, pathErr(err))
+		return nil, fmt.Errorf("%s %q: %w", flag, path, pathErr(err))
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
-		return nil, fmt.Errorf("--%s %q: %w", flag, path, pathErr(err))
+		return nil, fmt.Errorf("%s %q: %w", flag, path, pathErr(err))
 	}
 	if len(b) > maxTokenFile {
-		return nil, fmt.Errorf("--%s %q: longer than %d bytes", flag, path, maxTokenFile)
+		return nil, fmt.Errorf("%s %q: longer than %d bytes", flag, path, maxTokenFile)
 	}
 	return b, nil
 }
@@ -188,7 +188,7 @@ func redisConnection(c config) (redisTarget, *tls.Config, error) {
 		if t.password != "" {
 			return t, nil, errors.New("--redis-password-file: set either it or a password in --redis, not both")
 		}
-		if t.password, err = readSecretFile("redis-password-file", c.RedisPasswordFile); err != nil {
+		if t.password, err = readSecretFile("--redis-password-file", c.RedisPasswordFile); err != nil {
 			return t, nil, err
 		}
 	}

@@ -99,7 +99,7 @@ func TestStartupLogPrintsValuesInEffect(t *testing.T) {
 	want := map[string]any{
 		"heartbeat": "7s", "queue": float64(64), "linger": "0s", "history": float64(1000), "history_ttl": "24h",
 		"write_timeout": "10s", "max_queued_bytes": float64(1 << 30), "accept_rate": float64(1000),
-		"max_streams_per_ip": float64(0), "drain_timeout": "45s", "publish_token_set": true, "log": "memory",
+		"max_streams_per_ip": float64(100), "drain_timeout": "45s", "publish_token_set": true, "log": "memory",
 	}
 	for k, v := range want {
 		if line[k] != v {

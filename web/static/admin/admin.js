@@ -3,6 +3,9 @@
 // confirmation.
 //
 // ?interval=<ms> on the page URL changes the refresh period (default 2 s).
+//
+// When the gateway asks for an admin token (401), the page shows a field for it and
+// keeps the token in this tab's sessionStorage, sent as a bearer credential.
 
 const DEFAULT_INTERVAL = 2000;
 const HISTORY = 60; // samples kept per sparkline
@@ -11,6 +14,8 @@ const params = new URLSearchParams(location.search);
 const interval = Math.max(250, Number(params.get('interval')) || DEFAULT_INTERVAL);
 const statsURL = new URL('admin/stats', document.baseURI);
 const drainURL = new URL('admin/drain', document.baseURI);
+
+const TOKEN_KEY = 'roomcast.adminToken';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -24,7 +29,31 @@ const ui = {
   drainResult: $('drain-result'),
   confirm: $('confirm'),
   confirmConnections: $('confirm-connections'),
+  tokenForm: $('token-form'),
+  token: $('token'),
 };
+
+// headers are the request headers of the admin calls: the admin token, if any.
+function headers() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Accept: 'application/json', Authorization: `Bearer ${token}` } : { Accept: 'application/json' };
+}
+
+// needToken forgets a refused token and asks for one.
+function needToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  ui.tokenForm.hidden = false;
+}
+
+ui.tokenForm.addEventListener('submit', (e) => {
+  e.preventDefault();
+  const token = ui.token.value.trim();
+  if (!token) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  ui.token.value = '';
+  ui.tokenForm.hidden = true;
+  refresh();
+});
 
 const STATES = {
   ready: { text: 'Ready', tone: 'ok' },
@@ -49,9 +78,10 @@ async function refresh() {
   try {
     const res = await fetch(statsURL, {
       cache: 'no-store',
-      headers: { Accept: 'application/json' },
+      headers: headers(),
       signal: abort.signal,
     });
+    if (res.status === 401) needToken();
     if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
     render(await res.json());
     ui.banner.hidden = true;
@@ -163,7 +193,8 @@ ui.confirm.addEventListener('close', async () => {
   ui.drain.disabled = true;
   const box = ui.drainResult;
   try {
-    const res = await fetch(drainURL, { method: 'POST', headers: { Accept: 'application/json' } });
+    const res = await fetch(drainURL, { method: 'POST', headers: headers() });
+    if (res.status === 401) needToken();
     const raw = await res.text();
     let data = null;
     try {
