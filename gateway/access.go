@@ -8,7 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,19 +57,22 @@ func (s *Server) subscriber(r *http.Request, room string) (auth.Principal, *apiE
 	case err != nil && !refused(err):
 		s.cfg.Logger.Warn("stream credential not checked", "err", err)
 		return p, nil, true
+	case errors.Is(err, auth.ErrRevoked):
+		s.refuse("subscribe", "revoked")
+		return p, credentialError(err), false
 	case err != nil:
-		s.m.authRefused.WithLabelValues("subscribe", "credential").Inc()
+		s.refuse("subscribe", "credential")
 		return p, credentialError(err), false
 	case s.auth.Revoked(p):
-		s.m.authRefused.WithLabelValues("subscribe", "revoked").Inc()
+		s.refuse("subscribe", "revoked")
 		return p, errRevoked, false
 	case p.CanSubscribe(room):
 		return p, nil, false
 	case p.Source == auth.SourceAnonymous:
-		s.m.authRefused.WithLabelValues("subscribe", "credential").Inc()
+		s.refuse("subscribe", "credential")
 		return p, errNoCredential, false
 	default:
-		s.m.authRefused.WithLabelValues("subscribe", "grant").Inc()
+		s.refuse("subscribe", "grant")
 		return p, errNotGranted("subscribing to", room), false
 	}
 }
@@ -77,14 +82,17 @@ func (s *Server) subscriber(r *http.Request, room string) (auth.Principal, *apiE
 func (s *Server) publisher(r *http.Request) (auth.Principal, *apiError) {
 	p, err := s.auth.Publisher(r)
 	switch {
+	case errors.Is(err, auth.ErrRevoked):
+		s.refuse("publish", "revoked")
+		return p, credentialError(err)
 	case err != nil:
-		s.m.authRefused.WithLabelValues("publish", "credential").Inc()
+		s.refuse("publish", "credential")
 		return p, credentialError(err)
 	case s.auth.Revoked(p):
-		s.m.authRefused.WithLabelValues("publish", "revoked").Inc()
+		s.refuse("publish", "revoked")
 		return p, errRevoked
 	case p.Source == auth.SourceAnonymous && !isLoopback(r.RemoteAddr):
-		s.m.authRefused.WithLabelValues("publish", "credential").Inc()
+		s.refuse("publish", "credential")
 		return p, errForbidden
 	}
 	return p, nil
@@ -95,8 +103,34 @@ func (s *Server) mayPublish(p auth.Principal, room string) *apiError {
 	if p.CanPublish(room) {
 		return nil
 	}
-	s.m.authRefused.WithLabelValues("publish", "grant").Inc()
+	s.refuse("publish", "grant")
 	return errNotGranted("publishing to", room)
+}
+
+// access is the "access" part of /admin/stats.
+func (s *Server) access() accessBody {
+	b := accessBody{Mode: "open", Refused: map[string]uint64{}, TicketsIssued: s.ticketsIssued.Load()}
+	if s.auth.Enabled() {
+		b.Mode = "jwt"
+	}
+	b.Users, b.TopUsers = s.sessions.users(10)
+	for i := range s.refusedCounts {
+		b.Refused[refusedKinds[i]] = s.refusedCounts[i].Load()
+	}
+	return b
+}
+
+// refusedKinds names the refusals /admin/stats counts: route and reason.
+var refusedKinds = [...]string{"subscribe_credential", "subscribe_revoked", "subscribe_grant", "publish_credential", "publish_revoked", "publish_grant"}
+
+// refuse counts a refusal in the metric and in /admin/stats.
+func (s *Server) refuse(route, reason string) {
+	s.m.authRefused.WithLabelValues(route, reason).Inc()
+	for i, k := range refusedKinds {
+		if k == route+"_"+reason {
+			s.refusedCounts[i].Add(1)
+		}
+	}
 }
 
 // sessions indexes open streams by the user and token they were opened with, so a
@@ -173,6 +207,25 @@ func (ss *sessions) add(p auth.Principal, m *rooms.Member) func() {
 		}
 		ss.mu.Unlock()
 	}
+}
+
+// users returns how many users (by sub) have open streams, and the n with the most.
+func (ss *sessions) users(n int) (int, []userStreams) {
+	ss.mu.Lock()
+	all := make([]userStreams, 0, len(ss.byKey))
+	for k, set := range ss.byKey {
+		if sub, ok := strings.CutPrefix(k, "sub:"); ok {
+			all = append(all, userStreams{Sub: sub, Streams: len(set)})
+		}
+	}
+	ss.mu.Unlock()
+	slices.SortFunc(all, func(a, b userStreams) int {
+		if a.Streams != b.Streams {
+			return b.Streams - a.Streams
+		}
+		return strings.Compare(a.Sub, b.Sub)
+	})
+	return len(all), all[:min(n, len(all))]
 }
 
 // revoke ends the streams rev refuses: every stream of a token (jti), or every
@@ -283,6 +336,7 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.m.ticketsIssued.Inc()
+	s.ticketsIssued.Add(1)
 	writeJSON(w, http.StatusCreated, t)
 }
 

@@ -26,6 +26,23 @@ type statsBody struct {
 	UptimeSeconds     float64           `json:"uptime_seconds"`
 	Drain             drainBody         `json:"drain"`
 	Backend           backendBody       `json:"backend"`
+	Access            accessBody        `json:"access"`
+}
+
+// accessBody is access control at a glance: the mode, the users streaming (by sub;
+// never a metric label, whose values would grow with the users), and what was
+// refused or issued.
+type accessBody struct {
+	Mode          string            `json:"mode"` // "jwt": rooms are private; "open": no JWT key
+	Users         int               `json:"users"`
+	TopUsers      []userStreams     `json:"top_users"`
+	Refused       map[string]uint64 `json:"refused"`
+	TicketsIssued uint64            `json:"tickets_issued"`
+}
+
+type userStreams struct {
+	Sub     string `json:"sub"`
+	Streams int    `json:"streams"`
 }
 
 type drainBody struct {
@@ -58,6 +75,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 		UptimeSeconds:     now.Sub(s.started).Seconds(),
 		Drain:             drainBody{Closed: p.Closed, ElapsedSeconds: p.Elapsed.Seconds()},
 		Backend:           s.backend(),
+		Access:            s.access(),
 	})
 }
 

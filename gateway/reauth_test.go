@@ -89,6 +89,10 @@ func TestRevokeEndsStreamsAndRefusesTokens(t *testing.T) {
 	for _, s := range []*stream{s1, s2, sb} {
 		expectAnchor(t, s)
 	}
+	if a := accessStats(t, p.pod); a.Mode != "jwt" || a.Users != 2 || len(a.TopUsers) != 2 ||
+		a.TopUsers[0].Sub != "ana" || a.TopUsers[0].Streams != 2 || a.TopUsers[1].Sub != "bob" {
+		t.Fatalf("/admin/stats access %+v, want mode jwt and users ana (2 streams), bob (1)", a)
+	}
 
 	revoke(t, p.pod, `{"jti":"t-1"}`)
 	expectReauth(t, s1, room)
@@ -110,6 +114,9 @@ func TestRevokeEndsStreamsAndRefusesTokens(t *testing.T) {
 	// A ticket minted from the revoked token is refused too.
 	if res := do(t, http.MethodPost, p.public.URL+"/tickets", "", "Authorization", "Bearer "+t2); res.status != 401 {
 		t.Fatalf("ticket for a revoked user: %d, want 401", res.status)
+	}
+	if a := accessStats(t, p.pod); a.Refused["subscribe_revoked"] != 2 || a.TicketsIssued != 0 {
+		t.Fatalf("/admin/stats access %+v, want 2 streams refused as revoked and no ticket issued", a)
 	}
 	marker = postAs(t, p, room, `"after sub"`)
 	if f := sb.next(); f.id != marker {
@@ -193,4 +200,26 @@ func postAs(t testing.TB, p *securePod, room, body string) string {
 		t.Fatal(err)
 	}
 	return out.ID
+}
+
+type accessBody struct {
+	Mode     string
+	Users    int
+	TopUsers []struct {
+		Sub     string
+		Streams int
+	} `json:"top_users"`
+	Refused       map[string]int
+	TicketsIssued int `json:"tickets_issued"`
+}
+
+// accessStats reads the "access" part of the pod's /admin/stats.
+func accessStats(t testing.TB, p *pod) accessBody {
+	t.Helper()
+	res := do(t, http.MethodGet, p.admin.URL+"/admin/stats", "")
+	var st struct{ Access accessBody }
+	if err := json.Unmarshal([]byte(res.body), &st); err != nil || res.status != 200 {
+		t.Fatalf("/admin/stats: %d %v", res.status, err)
+	}
+	return st.Access
 }

@@ -30,14 +30,16 @@ type Server struct {
 
 	admission *admission
 
-	auth      *auth.Authenticator
-	sessions  *sessions
-	started   time.Time
-	published atomic.Uint64
-	delivered atomic.Uint64
-	closes    [rooms.NumReasons]atomic.Uint64 // streams ended, by rooms.Reason
-	connects  rateMeter
-	resumes   rateMeter
+	auth          *auth.Authenticator
+	sessions      *sessions
+	ticketsIssued atomic.Uint64
+	refusedCounts [len(refusedKinds)]atomic.Uint64
+	started       time.Time
+	published     atomic.Uint64
+	delivered     atomic.Uint64
+	closes        [rooms.NumReasons]atomic.Uint64 // streams ended, by rooms.Reason
+	connects      rateMeter
+	resumes       rateMeter
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and

@@ -1,6 +1,9 @@
 package auth
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by this package wrap one of these with a reason that is safe to show
 // a client and to log: it never contains a token, a ticket, a cookie or key material.
@@ -14,6 +17,8 @@ var (
 	// ErrForbidden: the credential is valid but its grants do not cover the room (403).
 	// The gateway returns it; it is here for symmetry.
 	ErrForbidden = errors.New("auth: forbidden")
+	// ErrRevoked: the credential was revoked (POST /admin/revoke). It wraps ErrInvalid.
+	ErrRevoked = fmt.Errorf("%w: credential revoked", ErrInvalid)
 	// ErrNoTickets: IssueTicket was called but Config.Tickets is nil.
 	ErrNoTickets = errors.New("auth: tickets are not configured")
 )

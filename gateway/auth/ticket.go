@@ -79,7 +79,7 @@ func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (Ticket, e
 		return Ticket{}, invalid("credential expired")
 	}
 	if a.Revoked(p) {
-		return Ticket{}, invalid("credential revoked")
+		return Ticket{}, ErrRevoked
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -149,7 +149,7 @@ func (a *Authenticator) redeem(ctx context.Context, ticket string) (Principal, e
 		return Principal{}, invalid("credential expired")
 	}
 	if a.Revoked(p) {
-		return Principal{}, invalid("credential revoked")
+		return Principal{}, ErrRevoked
 	}
 	return p, nil
 }

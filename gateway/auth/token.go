@@ -89,7 +89,7 @@ func (a *Authenticator) verify(tok string, src Source) (Principal, error) {
 		return Principal{}, err
 	}
 	if a.Revoked(p) {
-		return Principal{}, invalid("credential revoked")
+		return Principal{}, ErrRevoked
 	}
 	return p, nil
 }
