@@ -1,6 +1,6 @@
 // Package gateway is roomcast's HTTP edge: the chi routes of the public and admin
-// listeners, SSE framing and writing, the publish and admin handlers, publisher
-// authentication, stream admission and metrics registration.
+// listeners, SSE framing and writing, the publish and admin handlers, access
+// control, stream admission and metrics registration.
 //
 // # Streams
 //
@@ -23,6 +23,17 @@
 // cross-origin check; on the admin listener, Config.AdminToken guards /admin/* and
 // /debug/* (never /metrics or the operator page's files).
 //
+// # Access control
+//
+// Config.Auth (package auth) says who a request is and what it may do: a stream's
+// credential is a bearer JWT, a session cookie or a single-use ticket from POST
+// /tickets; a publisher's, a static key or a JWT with publish grants. Without any JWT
+// key every room is readable and only loopback clients (or static keys) publish. A
+// stream is indexed by its user and token while it is open: at its credential's
+// expiry, or when POST /admin/revoke reaches any pod, it ends with event: reauth (no
+// id, so the client resumes where it was) and a final retry:. Anonymous streams may
+// make a pod hold at most Config.MaxAnonymousRooms rooms.
+//
 // # Must not
 //
 // Talk to Redis or hold room state: it calls replay.Log to publish and read history,
@@ -31,8 +42,9 @@
 // # Errors
 //
 // Every error answer is a status code with a JSON body {"error","message"}. A
-// subscribe is answered with a non-200 status only when it can never succeed (a bad
-// room name, a malformed resume point); an overloaded or draining pod answers 200, a
+// subscribe is answered with a non-200 status only when it can never succeed as sent
+// (a bad room name, a malformed resume point, a missing or bad credential: 401, a room
+// the credential does not grant: 403); an overloaded or draining pod answers 200, a
 // longer jittered retry: and an ended stream, because EventSource gives up for good
 // on anything else.
 package gateway

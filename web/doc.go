@@ -12,7 +12,9 @@
 //     reached CLOSED (non-200, wrong content type, network failure) after a
 //     capped full-jitter backoff, passes its position to the new source as
 //     the lastEventId query parameter, drops duplicates by seq, reports gaps
-//     and handles "event: resync".
+//     and handles "event: resync". For private rooms across origins it calls
+//     the page's getTicket() before every connect (a ticket is good for one
+//     stream) and answers "event: reauth" with a fresh ticket, from its cursor.
 //   - Public: "/" (demo page), "/roomcast.js", "/roomcast.d.ts" and
 //     "/assets/…".
 //   - Admin: the operator page at "/" and its "/assets/…"; it reads
