@@ -30,6 +30,8 @@ type admission struct {
 	max      int64         // 0: no cap
 	maxPerIP int           // 0: no cap
 	ipHeader string        // trusted header naming the client address; empty: the peer
+	// loopbackUncapped: loopback peers are not counted per address.
+	loopbackUncapped bool
 
 	open atomic.Int64
 	mu   sync.Mutex
@@ -43,7 +45,8 @@ type admission struct {
 }
 
 func newAdmission(cfg Config) *admission {
-	a := &admission{max: int64(cfg.MaxStreams), maxPerIP: cfg.MaxStreamsPerIP, ipHeader: cfg.ClientIPHeader, byIP: map[string]int{}}
+	a := &admission{max: int64(cfg.MaxStreams), maxPerIP: cfg.MaxStreamsPerIP, ipHeader: cfg.ClientIPHeader, byIP: map[string]int{},
+		loopbackUncapped: cfg.LoopbackUncapped && cfg.ClientIPHeader == ""}
 	if cfg.AcceptRate > 0 {
 		a.limiter = rate.NewLimiter(rate.Limit(cfg.AcceptRate), max(cfg.AcceptBurst, 1))
 	}
@@ -57,7 +60,7 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 		return nil, rejectCapacity
 	}
 	ip := ""
-	if a.maxPerIP > 0 {
+	if a.maxPerIP > 0 && !(a.loopbackUncapped && isLoopback(r.RemoteAddr)) {
 		ip = a.clientIP(r)
 		a.mu.Lock()
 		if a.byIP[ip] >= a.maxPerIP {
@@ -89,7 +92,7 @@ func (a *admission) allowRate() bool {
 }
 
 func (a *admission) releaseIP(ip string) {
-	if a.maxPerIP <= 0 {
+	if a.maxPerIP <= 0 || ip == "" {
 		return
 	}
 	a.mu.Lock()

@@ -69,4 +69,15 @@ func TestAdmissionPerClientIP(t *testing.T) {
 	first.nextAny()
 	// Without a trusted header the peer address counts, whatever the header says.
 	turnedAway(t, peer.subscribe(t, "r", "", "X-Forwarded-For", "2.2.2.2"), cfg)
+
+	// Unless the peer is loopback and loopback is uncapped: the machine itself, or a
+	// proxy on it in front of every client.
+	local := newPod(t, podConfig{gw: gateway.Config{MaxStreamsPerIP: 1, LoopbackUncapped: true, RetryMin: time.Second, RetryMax: 2 * time.Second}})
+	for range 3 {
+		expectAnchor(t, local.subscribe(t, "r", ""))
+	}
+	// A trusted header turns the exemption off: the forwarded address counts.
+	fwd := newPod(t, podConfig{gw: gateway.Config{MaxStreamsPerIP: 1, LoopbackUncapped: true, ClientIPHeader: "X-Forwarded-For", RetryMin: time.Second, RetryMax: 2 * time.Second}})
+	expectAnchor(t, fwd.subscribe(t, "r", "", "X-Forwarded-For", "3.3.3.3"))
+	turnedAway(t, fwd.subscribe(t, "r", "", "X-Forwarded-For", "3.3.3.3"), cfg)
 }

@@ -76,6 +76,10 @@ type Config struct {
 	MaxStreams int
 	// MaxStreamsPerIP caps concurrent streams per client address (zero: no cap).
 	MaxStreamsPerIP int
+	// LoopbackUncapped exempts loopback peers from MaxStreamsPerIP when no
+	// ClientIPHeader is set: such a peer is the machine itself or a proxy on it, in
+	// front of every client at once, and capping it would cap the pod.
+	LoopbackUncapped bool
 	// ClientIPHeader names a header set by a trusted proxy with the client's
 	// address (for example X-Forwarded-For, whose last entry is used); empty: the
 	// peer address. Only set it behind a proxy that always sets the header.
