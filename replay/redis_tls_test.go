@@ -1,7 +1,6 @@
 package replay_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,12 +17,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // testPKI is a CA and a server certificate it signed for 127.0.0.1 and localhost,
@@ -103,24 +102,6 @@ func startTLSRedis(t *testing.T, p testPKI) string {
 	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
-// syncBuffer is a log sink tests read while the log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRedisTLS: over TLS with the server's CA a log appends, reads, subscribes and
 // redeems a ticket; without the CA it never connects, and says why.
 func TestRedisTLS(t *testing.T) {
@@ -149,7 +130,7 @@ func TestRedisTLS(t *testing.T) {
 		t.Fatalf("health over TLS: %+v", h)
 	}
 
-	var logs syncBuffer
+	var logs replaytest.SyncBuffer
 	untrusting, err := replay.NewRedisLog(ctx, replay.RedisConfig{
 		Addrs: []string{addr}, TLS: &tls.Config{MinVersion: tls.VersionTLS12}, Timeout: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
@@ -169,7 +150,7 @@ func TestRedisTLS(t *testing.T) {
 	}
 
 	plain := []string{addr}
-	var plainLogs syncBuffer
+	var plainLogs replaytest.SyncBuffer
 	noTLS, err := replay.NewRedisLog(ctx, replay.RedisConfig{Addrs: plain, Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&plainLogs, nil))})
 	if err != nil {
 		t.Fatal(err)

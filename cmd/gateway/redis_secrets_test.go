@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,24 +135,6 @@ func TestRedisFlags(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink read while the log writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRedisSecretsNeverShown: whatever way a Redis password arrives (in --redis, in
 // --redis-password-file, over rediss://), neither the start-up line, nor the log's
 // own warnings and debug lines, nor any error shows it.
@@ -180,7 +161,7 @@ func TestRedisSecretsNeverShown(t *testing.T) {
 		{"BadPath", []string{"--redis", "rediss://u:" + urlSecret + "@" + dead + "/0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out lockedBuffer
+			var out replaytest.SyncBuffer
 			logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			var shown []string
 			cfg, err := parseConfig(append(tc.args, "--redis-timeout", "300ms"), noEnvironment, io.Discard)
