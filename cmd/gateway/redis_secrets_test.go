@@ -3,16 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,29 +18,6 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-// writeCA writes a self-signed CA certificate as PEM and returns its path.
-func writeCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "roomcast test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
@@ -58,7 +28,7 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 func TestRedisFlags(t *testing.T) {
-	ca := writeCA(t)
+	ca := redistest.NewPKI(t).CAFile
 	pwFile := writeFile(t, "pw", "  pw-from-file \n")
 	t.Run("PasswordFileAndCA", func(t *testing.T) {
 		c, err := parseConfig([]string{"--redis", "rediss://roomcast@10.0.0.1:6380", "--redis-password-file", pwFile, "--redis-tls-ca", ca}, noEnvironment, io.Discard)
@@ -142,7 +112,7 @@ func TestRedisSecretsNeverShown(t *testing.T) {
 	redistest.Require(t)
 	const urlSecret, fileSecret = "pw-url-s3cret", "pw-file-s3cret"
 	pwFile := writeFile(t, "pw", fileSecret+"\n")
-	ca := writeCA(t)
+	ca := redistest.NewPKI(t).CAFile
 	dead := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	live := redistest.SharedStandalone(t).Addr
 	for _, tc := range []struct {
