@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,10 +61,10 @@ func send(t *testing.T, c net.Conn, cmd string) string {
 }
 
 // TestStandaloneWithTLS: a server with Options.TLS answers over TLS with the PKI's CA
-// only, and Do reaches it too.
+// only, Do reaches it too, and Options.Args reach the server.
 func TestStandaloneWithTLS(t *testing.T) {
 	p := redistest.NewPKI(t)
-	s := redistest.StandaloneWith(t, redistest.Options{TLS: p})
+	s := redistest.StandaloneWith(t, redistest.Options{TLS: p, Args: []string{"--maxmemory", "12mb"}})
 	c, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +78,9 @@ func TestStandaloneWithTLS(t *testing.T) {
 	}
 	if got := s.MustDo(t, "SET", "k", "v"); got != "OK" {
 		t.Fatalf("Do over TLS: %q", got)
+	}
+	if got := s.MustDo(t, "CONFIG", "GET", "maxmemory"); !strings.Contains(got, "12582912") {
+		t.Fatalf("maxmemory from Args: %q", got)
 	}
 }
 
@@ -98,5 +102,37 @@ func TestStandaloneWithACL(t *testing.T) {
 	defer c.Close()
 	if got := send(t, c, "AUTH u u-password"); got != "+OK" {
 		t.Fatalf("AUTH as the file's user: %q", got)
+	}
+}
+
+// TestStandaloneWithTLSSkipsABuildWithoutTLS: when redis-server refuses the TLS
+// configuration at start, as a build without TLS does, the test is skipped with the
+// server's words, not failed. (A stand-in redis-server answers as such a build.)
+func TestStandaloneWithTLSSkipsABuildWithoutTLS(t *testing.T) {
+	redistest.Require(t)
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	script := "#!/bin/sh\n" +
+		"echo \"*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\" >&2\n" +
+		"echo \">>> 'tls-port \\\"6380\\\"'\" >&2\n" +
+		"echo 'Bad directive or wrong number of arguments' >&2\n" +
+		"exit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "redis-server"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cli, filepath.Join(bin, "redis-cli")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	var skipped bool
+	t.Run("tls", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		redistest.StandaloneWith(t, redistest.Options{TLS: redistest.NewPKI(t)})
+	})
+	if !skipped {
+		t.Fatal("a redis-server without TLS did not skip the test")
 	}
 }
