@@ -246,8 +246,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startNode starts redis-server in dir and waits until it answers PING. A port taken
-// between choosing and binding it is retried with new ports.
+// startNode starts redis-server in dir and waits until it answers PING (or, with
+// opts.ACLFile, refuses it with NOAUTH). A port taken between choosing and binding it
+// is retried with new ports.
 func startNode(dir string, cluster bool, nodeTimeout time.Duration, opts Options) (*Node, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
