@@ -118,6 +118,16 @@ func TestRedisRevocationsSkipMalformed(t *testing.T) {
 	}
 }
 
+// awaitWatching waits until l's revocation watcher is subscribed on s. Nothing
+// announces the subscription; a malformed notice counted says it is live.
+func awaitWatching(t *testing.T, s *redistest.Server, l *replay.RedisLog) {
+	t.Helper()
+	replaytest.Eventually(t, 20*time.Second, "the watcher subscribed", func() bool {
+		s.MustDo(t, "SPUBLISH", "room:revoked", "{not a notice")
+		return l.Stats().BadRevocations > 0
+	})
+}
+
 // TestRedisRevocationNotice: once a watcher is subscribed, a revocation reaches it by
 // its notice alone (the periodic reload is an hour away).
 func TestRedisRevocationNotice(t *testing.T) {
@@ -127,11 +137,7 @@ func TestRedisRevocationNotice(t *testing.T) {
 	b := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	replay.SetRevocationReload(b, time.Hour)
 	ch := watch(t, b)
-	// Nothing announces the subscription; a malformed notice counted says it is live.
-	replaytest.Eventually(t, 20*time.Second, "the watcher subscribed", func() bool {
-		s.MustDo(t, "SPUBLISH", "room:revoked", "{not a notice")
-		return b.Stats().BadRevocations > 0
-	})
+	awaitWatching(t, s, b)
 	// From here on the set is read again only after a resubscription.
 	now := time.Now().Truncate(time.Millisecond)
 	r := replay.Revocation{Kind: "jti", Value: "by-notice", At: now, Until: now.Add(time.Hour)}
@@ -150,10 +156,7 @@ func TestRedisRevocationsReloadAfterResubscribe(t *testing.T) {
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	replay.SetRevocationReload(l, time.Hour)
 	ch := watch(t, l)
-	replaytest.Eventually(t, 20*time.Second, "the watcher subscribed", func() bool {
-		s.MustDo(t, "SPUBLISH", "room:revoked", "{not a notice")
-		return l.Stats().BadRevocations > 0
-	})
+	awaitWatching(t, s, l)
 	now := time.Now().Truncate(time.Millisecond)
 	r := replay.Revocation{Kind: "sub", Value: "silent", At: now, Until: now.Add(time.Hour)}
 	member := `{"kind":"sub","value":"silent","at":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`

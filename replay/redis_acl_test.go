@@ -116,11 +116,8 @@ func TestRedisACLStandalone(t *testing.T) {
 	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, _, err := startRedisWith(t, "--port", "PORT", "--aclfile", aclFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
+	port, addr := srv.Port, srv.Addr
 	if out, refused := cli(t, port, "", "", "PING"); !refused || !strings.Contains(out, "NOAUTH") {
 		t.Fatalf("the default user answered PING: %s", out)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // One headless Chromium serves the whole package; each test gets its own tab
@@ -26,7 +28,7 @@ var chrome struct {
 	ctx    context.Context // the browser's chromedp context
 	stop   func()
 	err    error
-	output lockedBuffer // the browser's output, for failures to start
+	output replaytest.SyncBuffer // the browser's output, for failures to start
 }
 
 func startBrowser() {
@@ -286,23 +288,4 @@ func short(s string) string {
 		return s[:120] + "…"
 	}
 	return s
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer goroutine and readers
-// on other goroutines (process output copiers write while tests read).
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,23 +75,16 @@ func TestAllowOriginFlag(t *testing.T) {
 
 func TestAdminTokenFileFlag(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	good := write("good", "  secret-admin-1\n")
+	good := writeFile(t, "good", "  secret-admin-1\n")
 	c, err := parseConfig([]string{"--admin-token-file", good}, noEnvironment, io.Discard)
 	if err != nil || c.AdminToken != "secret-admin-1" {
 		t.Fatalf("token %q, err %v", c.AdminToken, err)
 	}
 	for name, path := range map[string]string{
 		"missing file": filepath.Join(dir, "missing"),
-		"empty file":   write("empty", ""),
-		"blank file":   write("blank", " \n\t\n"),
-		"two lines":    write("two", "secret-a\nsecret-b\n"),
+		"empty file":   writeFile(t, "empty", ""),
+		"blank file":   writeFile(t, "blank", " \n\t\n"),
+		"two lines":    writeFile(t, "two", "secret-a\nsecret-b\n"),
 		"a directory":  dir,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -127,10 +119,7 @@ func TestMaxStreamsPerIPDefault(t *testing.T) {
 // on SIGTERM.
 func TestAdminTokenFileGuardsTheAdminListener(t *testing.T) {
 	const token = "adm-token-7c1e"
-	path := filepath.Join(t.TempDir(), "admin-token")
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFile(t, "admin-token", token+"\n")
 	p := startForLine(t, "--admin-token-file", path, "--drain-delay", "0s", "--drain-window", "100ms", "--drain-timeout", "5s")
 	get := func(url, auth string) int {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)

@@ -3,21 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,29 +17,6 @@ import (
 	"github.com/roomcast/roomcast/replay/redistest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
-
-// writeCA writes a self-signed CA certificate as PEM and returns its path.
-func writeCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "roomcast test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
@@ -59,7 +28,7 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 func TestRedisFlags(t *testing.T) {
-	ca := writeCA(t)
+	ca := redistest.NewPKI(t).CAFile
 	pwFile := writeFile(t, "pw", "  pw-from-file \n")
 	t.Run("PasswordFileAndCA", func(t *testing.T) {
 		c, err := parseConfig([]string{"--redis", "rediss://roomcast@10.0.0.1:6380", "--redis-password-file", pwFile, "--redis-tls-ca", ca}, noEnvironment, io.Discard)
@@ -136,24 +105,6 @@ func TestRedisFlags(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink read while the log writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRedisSecretsNeverShown: whatever way a Redis password arrives (in --redis, in
 // --redis-password-file, over rediss://), neither the start-up line, nor the log's
 // own warnings and debug lines, nor any error shows it.
@@ -161,7 +112,7 @@ func TestRedisSecretsNeverShown(t *testing.T) {
 	redistest.Require(t)
 	const urlSecret, fileSecret = "pw-url-s3cret", "pw-file-s3cret"
 	pwFile := writeFile(t, "pw", fileSecret+"\n")
-	ca := writeCA(t)
+	ca := redistest.NewPKI(t).CAFile
 	dead := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	live := redistest.SharedStandalone(t).Addr
 	for _, tc := range []struct {
@@ -180,7 +131,7 @@ func TestRedisSecretsNeverShown(t *testing.T) {
 		{"BadPath", []string{"--redis", "rediss://u:" + urlSecret + "@" + dead + "/0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out lockedBuffer
+			var out replaytest.SyncBuffer
 			logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			var shown []string
 			cfg, err := parseConfig(append(tc.args, "--redis-timeout", "300ms"), noEnvironment, io.Discard)

@@ -7,11 +7,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // benchVerify measures Subscriber on a request with a bearer token.
 func benchVerify(b *testing.B, cfg auth.Config, tok string) {
-	cfg.Now = newClock().Now
+	cfg.Now = replaytest.NewClock(t0).Now
 	a := newAuth(b, cfg)
 	r := streamRequest(tok, "", "")
 	ctx := context.Background()
@@ -25,19 +27,19 @@ func benchVerify(b *testing.B, cfg auth.Config, tok string) {
 
 func BenchmarkVerifyRS256(b *testing.B) {
 	k := keys(b)
-	path := writeFile(b, b.TempDir(), "rsa.pem", pemPublic(b, &k.rsa.PublicKey))
+	path := writeFile(b, b.TempDir(), "rsa.pem", gatewaytest.PublicPEM(b, &k.rsa.PublicKey))
 	benchVerify(b, auth.Config{KeyFiles: []string{path}},
-		sign(b, jwt.SigningMethodRS256, k.rsa, "", claims("u1", []string{"team-7.*"}, nil)))
+		gatewaytest.SignWith(b, jwt.SigningMethodRS256, k.rsa, "", claims("u1", []string{"team-7.*"}, nil)))
 }
 
 func BenchmarkVerifyEd25519(b *testing.B) {
 	k := keys(b)
-	path := writeFile(b, b.TempDir(), "ed.pem", pemPublic(b, k.ed.Public()))
+	path := writeFile(b, b.TempDir(), "ed.pem", gatewaytest.PublicPEM(b, k.ed.Public()))
 	benchVerify(b, auth.Config{KeyFiles: []string{path}},
-		sign(b, jwt.SigningMethodEdDSA, k.ed, "", claims("u1", []string{"team-7.*"}, nil)))
+		gatewaytest.SignWith(b, jwt.SigningMethodEdDSA, k.ed, "", claims("u1", []string{"team-7.*"}, nil)))
 }
 
 func BenchmarkVerifyHS256(b *testing.B) {
 	benchVerify(b, auth.Config{HMACFile: hmacFile(b)},
-		sign(b, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims("u1", []string{"team-7.*"}, nil)))
+		gatewaytest.SignWith(b, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims("u1", []string{"team-7.*"}, nil)))
 }

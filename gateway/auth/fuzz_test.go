@@ -16,15 +16,17 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // fuzzAuth is an Authenticator with an RSA key, the HMAC secret, a cookie and tickets.
 func fuzzAuth(f *testing.F) (*auth.Authenticator, *memTickets) {
 	k := keys(f)
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	tickets := newMemTickets(c.Now)
 	a := newAuth(f, auth.Config{
-		KeyFiles: []string{writeFile(f, f.TempDir(), "rsa.pem", pemPublic(f, &k.rsa.PublicKey))},
+		KeyFiles: []string{writeFile(f, f.TempDir(), "rsa.pem", gatewaytest.PublicPEM(f, &k.rsa.PublicKey))},
 		HMACFile: hmacFile(f), Cookie: "rc_token", Anonymous: auth.Grants{"public.*"},
 		Tickets: tickets, Now: c.Now,
 	})
@@ -46,7 +48,7 @@ func rawRequest(query string, header http.Header) *http.Request {
 func FuzzBearer(f *testing.F) {
 	a, _ := fuzzAuth(f)
 	k := keys(f)
-	good := sign(f, jwt.SigningMethodRS256, k.rsa, "", claims("u1", []string{"lobby"}, nil))
+	good := gatewaytest.SignWith(f, jwt.SigningMethodRS256, k.rsa, "", claims("u1", []string{"lobby"}, nil))
 	for _, s := range []string{"Bearer " + good, "bearer   " + good + " ", "Bearer " + good[:len(good)-2], "Basic dTpw", "Bearer", "", "Bearer a.b.c", "Bearer ..", "Bearer eyJhbGciOiJub25lIn0.e30."} {
 		f.Add(s)
 	}
@@ -75,7 +77,7 @@ func FuzzBearer(f *testing.F) {
 
 func FuzzCookie(f *testing.F) {
 	a, _ := fuzzAuth(f)
-	good := sign(f, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims("u1", []string{"lobby"}, nil))
+	good := gatewaytest.SignWith(f, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims("u1", []string{"lobby"}, nil))
 	for _, s := range []string{"rc_token=" + good, "a=b; rc_token=" + good, "rc_token=", "rc_token=x.y.z", `rc_token="` + good + `"`, "rc_token=" + good + "; rc_token=x", ""} {
 		f.Add(s)
 	}

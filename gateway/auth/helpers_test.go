@@ -2,14 +2,9 @@ package auth_test
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
 )
 
@@ -33,7 +29,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // hmacSecret is the HS256 secret of the tests (32 bytes and more).
 const hmacSecret = "a-test-secret-that-is-long-enough-for-hs256"
 
-// testKeys are generated once per test binary: RSA generation is slow under -race.
+// testKeys are made once per test binary (RSA generation is slow under -race): the
+// keys of one gatewaytest.NewKeys, and the RSA and ECDSA keys of a second one (a
+// wrong key, or a second key of a set).
 type testKeys struct {
 	rsa, rsa2 *rsa.PrivateKey
 	ec, ec2   *ecdsa.PrivateKey
@@ -48,38 +46,13 @@ var (
 func keys(t testing.TB) testKeys {
 	t.Helper()
 	keysOnce.Do(func() {
-		var err error
-		must := func(e error) {
-			if e != nil && err == nil {
-				err = e
-			}
-		}
-		var e error
-		keysVal.rsa, e = rsa.GenerateKey(rand.Reader, 2048)
-		must(e)
-		keysVal.rsa2, e = rsa.GenerateKey(rand.Reader, 2048)
-		must(e)
-		keysVal.ec, e = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		must(e)
-		keysVal.ec2, e = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		must(e)
-		_, keysVal.ed, e = ed25519.GenerateKey(rand.Reader)
-		must(e)
-		if err != nil {
-			panic(err)
-		}
+		k, other := gatewaytest.NewKeys(t), gatewaytest.NewKeys(t)
+		keysVal = testKeys{rsa: k.RSA, rsa2: other.RSA, ec: k.EC, ec2: other.EC, ed: k.Ed25519}
 	})
-	return keysVal
-}
-
-// pemPublic returns the PKIX PEM of pub.
-func pemPublic(t testing.TB, pub crypto.PublicKey) []byte {
-	t.Helper()
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
+	if keysVal.rsa == nil {
+		t.Fatal("the test keys could not be made")
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	return keysVal
 }
 
 // writeFile writes data to name in dir and returns its path.
@@ -102,20 +75,6 @@ func replaceFile(t testing.TB, path string, data []byte) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// sign returns a compact JWT of claims signed with key; kid is set when not empty.
-func sign(t testing.TB, m jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(m, claims)
-	if kid != "" {
-		tok.Header["kid"] = kid
-	}
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // claims are the claims of a token valid at t0 for sub, with grants.
@@ -161,26 +120,6 @@ func streamRequest(bearer, cookie, ticket string) *http.Request {
 		r.AddCookie(&http.Cookie{Name: "rc_token", Value: cookie})
 	}
 	return r
-}
-
-// clock is a settable clock for Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // memTickets is an in-memory replay.Tickets with TTLs on an injected clock. It tests

@@ -21,6 +21,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -81,31 +82,40 @@ func singleJWK(t *testing.T, kid string, pub crypto.PublicKey) []byte {
 	return b
 }
 
+// verifyBearer checks tok as a stream's bearer token.
+func verifyBearer(a *auth.Authenticator, tok string) error {
+	_, err := a.Subscriber(context.Background(), streamRequest(tok, "", ""))
+	return err
+}
+
+// awaitRotation waits until the periodic check has read a rewritten key file: next
+// verifies and old is refused.
+func awaitRotation(t *testing.T, a *auth.Authenticator, old, next string) {
+	t.Helper()
+	replaytest.Eventually(t, 10*time.Second, "rotation", func() error {
+		if err := verifyBearer(a, next); err != nil {
+			return err
+		}
+		if err := verifyBearer(a, old); !errors.Is(err, auth.ErrInvalid) {
+			return errors.New("the old key still verifies")
+		}
+		return nil
+	})
+}
+
 // TestKeyRotation: a JWKS file rewritten with a new key is picked up by the periodic
 // check, so the new key's tokens verify and the old key's are refused, without a restart.
 func TestKeyRotation(t *testing.T) {
 	k := keys(t)
 	path := writeFile(t, t.TempDir(), "jwks.json", jwks(t, jwksKey{"k1", &k.rsa.PublicKey}))
-	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: 10 * time.Millisecond, Now: newClock().Now})
-	old := sign(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil))
-	next := sign(t, jwt.SigningMethodES256, k.ec, "k2", claims("u2", nil, nil))
-	verify := func(tok string) error {
-		_, err := a.Subscriber(context.Background(), streamRequest(tok, "", ""))
-		return err
-	}
-	if err := verify(old); err != nil {
+	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: 10 * time.Millisecond, Now: replaytest.NewClock(t0).Now})
+	old := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil))
+	next := gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec, "k2", claims("u2", nil, nil))
+	if err := verifyBearer(a, old); err != nil {
 		t.Fatalf("old key before rotation: %v", err)
 	}
 	replaceFile(t, path, jwks(t, jwksKey{"k2", &k.ec.PublicKey}))
-	replaytest.Eventually(t, 10*time.Second, "rotation", func() error {
-		if err := verify(next); err != nil {
-			return err
-		}
-		if err := verify(old); !errors.Is(err, auth.ErrInvalid) {
-			return errors.New("the old key still verifies")
-		}
-		return nil
-	})
+	awaitRotation(t, a, old, next)
 }
 
 // TestUnknownKidReloads: a token naming a kid no key has makes the files be read again
@@ -113,14 +123,14 @@ func TestKeyRotation(t *testing.T) {
 func TestUnknownKidReloads(t *testing.T) {
 	k := keys(t)
 	path := writeFile(t, t.TempDir(), "jwks.json", jwks(t, jwksKey{"k1", &k.rsa.PublicKey}))
-	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: time.Hour, Now: newClock().Now})
+	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: time.Hour, Now: replaytest.NewClock(t0).Now})
 	replaceFile(t, path, jwks(t, jwksKey{"k1", &k.rsa.PublicKey}, jwksKey{"k2", &k.ec.PublicKey}))
-	next := sign(t, jwt.SigningMethodES256, k.ec, "k2", claims("u2", nil, nil))
+	next := gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec, "k2", claims("u2", nil, nil))
 	if p, err := a.Subscriber(t.Context(), streamRequest(next, "", "")); err != nil || p.Sub != "u2" {
 		t.Fatalf("token of a key added since: %+v, %v", p, err)
 	}
 	// A kid that names a key of the wrong type is refused, not tried on other keys.
-	wrongType := sign(t, jwt.SigningMethodRS256, k.rsa, "k2", claims("u1", nil, nil))
+	wrongType := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "k2", claims("u1", nil, nil))
 	if _, err := a.Subscriber(t.Context(), streamRequest(wrongType, "", "")); !errors.Is(err, auth.ErrInvalid) {
 		t.Fatalf("RS256 token naming an ECDSA key: %v", err)
 	}
@@ -152,7 +162,7 @@ func TestBadRewriteKeepsKeys(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "jwks.json", jwks(t, jwksKey{"k1", &k.rsa.PublicKey}))
 	w := warnings{ch: make(chan string, 16)}
 	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: 10 * time.Millisecond,
-		Now: newClock().Now, Logger: slog.New(w)})
+		Now: replaytest.NewClock(t0).Now, Logger: slog.New(w)})
 	replaceFile(t, path, []byte(`{"keys":[{"kty":"RSA","n":"SECRETSTUFF"`))
 	select {
 	case msg := <-w.ch:
@@ -162,7 +172,7 @@ func TestBadRewriteKeepsKeys(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no warning for a broken key file")
 	}
-	tok := sign(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil))
+	tok := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil))
 	if _, err := a.Subscriber(t.Context(), streamRequest(tok, "", "")); err != nil {
 		t.Fatalf("the last good key: %v", err)
 	}
@@ -187,27 +197,15 @@ func TestBadRewriteKeepsKeys(t *testing.T) {
 // the periodic check alone (a token without kid forces no reload).
 func TestKeyRotationPEM(t *testing.T) {
 	k := keys(t)
-	path := writeFile(t, t.TempDir(), "key.pem", pemPublic(t, &k.rsa.PublicKey))
-	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: 10 * time.Millisecond, Now: newClock().Now})
-	old := sign(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", nil, nil))
-	next := sign(t, jwt.SigningMethodEdDSA, k.ed, "", claims("u2", nil, nil))
-	verify := func(tok string) error {
-		_, err := a.Subscriber(context.Background(), streamRequest(tok, "", ""))
-		return err
-	}
-	if err := verify(next); !errors.Is(err, auth.ErrInvalid) {
+	path := writeFile(t, t.TempDir(), "key.pem", gatewaytest.PublicPEM(t, &k.rsa.PublicKey))
+	a := newAuth(t, auth.Config{KeyFiles: []string{path}, ReloadEvery: 10 * time.Millisecond, Now: replaytest.NewClock(t0).Now})
+	old := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", nil, nil))
+	next := gatewaytest.SignWith(t, jwt.SigningMethodEdDSA, k.ed, "", claims("u2", nil, nil))
+	if err := verifyBearer(a, next); !errors.Is(err, auth.ErrInvalid) {
 		t.Fatalf("the next key before rotation: %v", err)
 	}
-	replaceFile(t, path, pemPublic(t, k.ed.Public()))
-	replaytest.Eventually(t, 10*time.Second, "rotation", func() error {
-		if err := verify(next); err != nil {
-			return err
-		}
-		if err := verify(old); !errors.Is(err, auth.ErrInvalid) {
-			return errors.New("the old key still verifies")
-		}
-		return nil
-	})
+	replaceFile(t, path, gatewaytest.PublicPEM(t, k.ed.Public()))
+	awaitRotation(t, a, old, next)
 }
 
 // TestJWKSKeySelection: a kid picks its key; a token without kid tries every key that
@@ -228,20 +226,20 @@ func TestJWKSKeySelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuth(t, auth.Config{KeyFiles: []string{writeFile(t, t.TempDir(), "jwks.json", doc)}, Now: newClock().Now})
+	a := newAuth(t, auth.Config{KeyFiles: []string{writeFile(t, t.TempDir(), "jwks.json", doc)}, Now: replaytest.NewClock(t0).Now})
 	tests := []struct {
 		name   string
 		token  string
 		reason string
 	}{
-		{"RS256 by kid", sign(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil)), ""},
-		{"ES256 by kid", sign(t, jwt.SigningMethodES256, k.ec2, "k3", claims("u1", nil, nil)), ""},
-		{"ES256 without kid tries both EC keys", sign(t, jwt.SigningMethodES256, k.ec2, "", claims("u1", nil, nil)), ""},
-		{"RS256 without kid", sign(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", nil, nil)), ""},
-		{"PS256 on a key whose JWK says RS256", sign(t, jwt.SigningMethodPS256, k.rsa, "k1", claims("u1", nil, nil)), "algorithm"},
-		{"ES256 naming the RSA key", sign(t, jwt.SigningMethodES256, k.ec, "k1", claims("u1", nil, nil)), "no key"},
-		{"ES256 naming the other EC key", sign(t, jwt.SigningMethodES256, k.ec, "k3", claims("u1", nil, nil)), "signature"},
-		{"unknown kid", sign(t, jwt.SigningMethodES256, k.ec, "k9", claims("u1", nil, nil)), "no key"},
+		{"RS256 by kid", gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil)), ""},
+		{"ES256 by kid", gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec2, "k3", claims("u1", nil, nil)), ""},
+		{"ES256 without kid tries both EC keys", gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec2, "", claims("u1", nil, nil)), ""},
+		{"RS256 without kid", gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", nil, nil)), ""},
+		{"PS256 on a key whose JWK says RS256", gatewaytest.SignWith(t, jwt.SigningMethodPS256, k.rsa, "k1", claims("u1", nil, nil)), "algorithm"},
+		{"ES256 naming the RSA key", gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec, "k1", claims("u1", nil, nil)), "no key"},
+		{"ES256 naming the other EC key", gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec, "k3", claims("u1", nil, nil)), "signature"},
+		{"unknown kid", gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec, "k9", claims("u1", nil, nil)), "no key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 func publishRequest(authorization string) *http.Request {
@@ -21,9 +23,9 @@ func publishRequest(authorization string) *http.Request {
 
 func TestPublisher(t *testing.T) {
 	staticOnly := newAuth(t, auth.Config{PublishKeys: []string{"key-one", "key-two", "key-three"}})
-	both := newAuth(t, auth.Config{PublishKeys: []string{"key-one"}, HMACFile: hmacFile(t), Now: newClock().Now})
+	both := newAuth(t, auth.Config{PublishKeys: []string{"key-one"}, HMACFile: hmacFile(t), Now: replaytest.NewClock(t0).Now})
 	open := newAuth(t, auth.Config{})
-	jwtTok := sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims("u1", nil, []string{"team-7.*"}))
+	jwtTok := gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims("u1", nil, []string{"team-7.*"}))
 	tests := []struct {
 		name      string
 		a         *auth.Authenticator

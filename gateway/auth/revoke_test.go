@@ -10,16 +10,18 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 func TestRevokeBySub(t *testing.T) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Now: c.Now})
 	tok := func(sub string, iat time.Time) string {
 		cl := claims(sub, []string{"lobby"}, nil)
 		cl["iat"] = iat.Unix()
-		return sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
+		return gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
 	}
 	noIat := claims("u1", []string{"lobby"}, nil)
 	delete(noIat, "iat")
@@ -38,7 +40,7 @@ func TestRevokeBySub(t *testing.T) {
 	}{
 		{"older token", older, true},
 		{"token of the revocation's second", sameSecond, true},
-		{"token without iat", sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", noIat), true},
+		{"token without iat", gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", noIat), true},
 		{"newer token", newer, false},
 		{"another user", other, false},
 	}
@@ -64,13 +66,13 @@ func TestRevokeBySub(t *testing.T) {
 }
 
 func TestRevokeByJTI(t *testing.T) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Now: c.Now})
 	cl := claims("u1", []string{"lobby"}, nil)
 	cl["jti"] = "tok-1"
-	one := sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
+	one := gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
 	cl["jti"] = "tok-2"
-	two := sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
+	two := gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
 	if err := a.Revoke(t.Context(), "jti", "tok-1", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestRevokeBadInput(t *testing.T) {
 // TestRevokeFleet: a revocation on one pod reaches every pod's watchers and refuses the
 // credential there; each watcher hears of it once; tickets issued before are refused.
 func TestRevokeFleet(t *testing.T) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	shared := &memRevocations{}
 	tickets := newMemTickets(c.Now)
 	pods := make([]*auth.Authenticator, 2)

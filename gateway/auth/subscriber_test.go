@@ -11,12 +11,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // subscriberSetup is an Authenticator with the HMAC secret, a cookie, anonymous grants
 // and tickets; and a ticket for sub "by-ticket".
 func subscriberSetup(t *testing.T) (a *auth.Authenticator, ticket string, tickets *memTickets) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	tickets = newMemTickets(c.Now)
 	a = newAuth(t, auth.Config{
 		HMACFile: hmacFile(t), Cookie: "rc_token", Anonymous: auth.Grants{"public.*"},
@@ -30,7 +32,7 @@ func subscriberSetup(t *testing.T) (a *auth.Authenticator, ticket string, ticket
 }
 
 func hs(t *testing.T, sub string) string {
-	return sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims(sub, []string{"lobby"}, nil))
+	return gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", claims(sub, []string{"lobby"}, nil))
 }
 
 func TestSubscriberPrecedence(t *testing.T) {

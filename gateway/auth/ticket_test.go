@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 func TestTicketOnce(t *testing.T) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	tickets := newMemTickets(c.Now)
 	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: tickets, Now: c.Now})
 	want := auth.Principal{
@@ -63,7 +64,7 @@ func TestTicketJSON(t *testing.T) {
 }
 
 func TestTicketExpires(t *testing.T) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	tickets := newMemTickets(c.Now)
 	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: tickets, TicketTTL: 10 * time.Second, Now: c.Now})
 	p := auth.Principal{Sub: "u1", Subscribe: auth.Grants{"lobby"}, Source: auth.SourceBearer}
@@ -87,7 +88,7 @@ func TestTicketExpires(t *testing.T) {
 
 // TestTicketCredentialExpired: a ticket does not outlive the credential it was issued for.
 func TestTicketCredentialExpired(t *testing.T) {
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: newMemTickets(c.Now), Now: c.Now})
 	if _, err := a.IssueTicket(t.Context(), auth.Principal{Sub: "u1", Expires: t0.Add(-time.Minute)}); !errors.Is(err, auth.ErrInvalid) {
 		t.Fatalf("issuing for an expired credential: %v", err)

@@ -12,6 +12,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // verifiers returns an Authenticator with an RSA, an ECDSA and an Ed25519 PEM key and
@@ -19,13 +21,13 @@ import (
 func verifiers(t *testing.T) (all, rsaOnly *auth.Authenticator, rsaPEM []byte) {
 	k := keys(t)
 	dir := t.TempDir()
-	rsaPEM = pemPublic(t, &k.rsa.PublicKey)
+	rsaPEM = gatewaytest.PublicPEM(t, &k.rsa.PublicKey)
 	files := []string{
 		writeFile(t, dir, "rsa.pem", rsaPEM),
-		writeFile(t, dir, "ec.pem", pemPublic(t, &k.ec.PublicKey)),
-		writeFile(t, dir, "ed.pem", pemPublic(t, k.ed.Public())),
+		writeFile(t, dir, "ec.pem", gatewaytest.PublicPEM(t, &k.ec.PublicKey)),
+		writeFile(t, dir, "ed.pem", gatewaytest.PublicPEM(t, k.ed.Public())),
 	}
-	c := newClock()
+	c := replaytest.NewClock(t0)
 	all = newAuth(t, auth.Config{
 		KeyFiles: files, HMACFile: hmacFile(t),
 		Audience: "roomcast", Issuer: "https://idp.example",
@@ -59,38 +61,38 @@ func TestVerifyToken(t *testing.T) {
 		token  string
 		reason string // "" when the token is valid
 	}{
-		{"RS256", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(nil)), ""},
-		{"RS512", all, sign(t, jwt.SigningMethodRS512, k.rsa, "", good(nil)), ""},
-		{"PS256", all, sign(t, jwt.SigningMethodPS256, k.rsa, "", good(nil)), ""},
-		{"ES256", all, sign(t, jwt.SigningMethodES256, k.ec, "", good(nil)), ""},
-		{"EdDSA", all, sign(t, jwt.SigningMethodEdDSA, k.ed, "", good(nil)), ""},
-		{"HS256", all, sign(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", good(nil)), ""},
-		{"a kid no key names tries every key", all, sign(t, jwt.SigningMethodRS256, k.rsa, "some-kid", good(nil)), ""},
+		{"RS256", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(nil)), ""},
+		{"RS512", all, gatewaytest.SignWith(t, jwt.SigningMethodRS512, k.rsa, "", good(nil)), ""},
+		{"PS256", all, gatewaytest.SignWith(t, jwt.SigningMethodPS256, k.rsa, "", good(nil)), ""},
+		{"ES256", all, gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec, "", good(nil)), ""},
+		{"EdDSA", all, gatewaytest.SignWith(t, jwt.SigningMethodEdDSA, k.ed, "", good(nil)), ""},
+		{"HS256", all, gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", good(nil)), ""},
+		{"a kid no key names tries every key", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "some-kid", good(nil)), ""},
 		{"alg none", all, none, "algorithm"},
-		{"HS256 with the RSA public key as secret", all, sign(t, jwt.SigningMethodHS256, rsaPEM, "", good(nil)), "signature"},
-		{"HS256 without an HMAC secret", rsaOnly, sign(t, jwt.SigningMethodHS256, rsaPEM, "", good(nil)), "algorithm"},
-		{"HS384 with the right secret", all, sign(t, jwt.SigningMethodHS384, []byte(hmacSecret), "", good(nil)), "algorithm"},
+		{"HS256 with the RSA public key as secret", all, gatewaytest.SignWith(t, jwt.SigningMethodHS256, rsaPEM, "", good(nil)), "signature"},
+		{"HS256 without an HMAC secret", rsaOnly, gatewaytest.SignWith(t, jwt.SigningMethodHS256, rsaPEM, "", good(nil)), "algorithm"},
+		{"HS384 with the right secret", all, gatewaytest.SignWith(t, jwt.SigningMethodHS384, []byte(hmacSecret), "", good(nil)), "algorithm"},
 		{"ES384 header on a P-256 key", all, esWrongAlg(t), "algorithm"},
-		{"wrong RSA key", all, sign(t, jwt.SigningMethodRS256, k.rsa2, "", good(nil)), "signature"},
-		{"wrong ECDSA key", all, sign(t, jwt.SigningMethodES256, k.ec2, "", good(nil)), "signature"},
-		{"wrong HMAC secret", all, sign(t, jwt.SigningMethodHS256, []byte(strings.Repeat("z", 40)), "", good(nil)), "signature"},
-		{"expired", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["exp"] = t0.Add(-6 * time.Second).Unix() })), "expired"},
-		{"expired within the leeway", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["exp"] = t0.Add(-4 * time.Second).Unix() })), ""},
-		{"nbf in the future", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["nbf"] = t0.Add(6 * time.Second).Unix() })), "not valid yet"},
-		{"nbf within the leeway", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["nbf"] = t0.Add(4 * time.Second).Unix() })), ""},
-		{"iat in the future", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["iat"] = t0.Add(time.Minute).Unix() })), "issued in the future"},
-		{"no exp never expires", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "exp") })), ""},
-		{"wrong aud", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["aud"] = "other" })), "audience"},
-		{"no aud", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "aud") })), "audience"},
-		{"wrong iss", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" })), "issuer"},
-		{"roomcast claim not an object", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["roomcast"] = "all" })), "roomcast"},
-		{"roomcast claim with a bad pattern", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) {
+		{"wrong RSA key", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa2, "", good(nil)), "signature"},
+		{"wrong ECDSA key", all, gatewaytest.SignWith(t, jwt.SigningMethodES256, k.ec2, "", good(nil)), "signature"},
+		{"wrong HMAC secret", all, gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(strings.Repeat("z", 40)), "", good(nil)), "signature"},
+		{"expired", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["exp"] = t0.Add(-6 * time.Second).Unix() })), "expired"},
+		{"expired within the leeway", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["exp"] = t0.Add(-4 * time.Second).Unix() })), ""},
+		{"nbf in the future", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["nbf"] = t0.Add(6 * time.Second).Unix() })), "not valid yet"},
+		{"nbf within the leeway", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["nbf"] = t0.Add(4 * time.Second).Unix() })), ""},
+		{"iat in the future", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["iat"] = t0.Add(time.Minute).Unix() })), "issued in the future"},
+		{"no exp never expires", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "exp") })), ""},
+		{"wrong aud", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["aud"] = "other" })), "audience"},
+		{"no aud", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "aud") })), "audience"},
+		{"wrong iss", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" })), "issuer"},
+		{"roomcast claim not an object", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["roomcast"] = "all" })), "roomcast"},
+		{"roomcast claim with a bad pattern", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) {
 			c["roomcast"] = map[string]any{"subscribe": []string{"team-*.a"}}
 		})), "pattern"},
-		{"sub too long", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["sub"] = strings.Repeat("u", 257) })), "sub"},
-		{"over 8 KiB", all, sign(t, jwt.SigningMethodRS256, k.rsa, "", huge), "8 KiB"},
+		{"sub too long", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["sub"] = strings.Repeat("u", 257) })), "sub"},
+		{"over 8 KiB", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", huge), "8 KiB"},
 		{"not a JWT", all, "not-a-jwt", "malformed"},
-		{"tampered payload", all, tamper(sign(t, jwt.SigningMethodRS256, k.rsa, "", good(nil))), "signature"},
+		{"tampered payload", all, tamper(gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(nil))), "signature"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,11 +149,11 @@ func TestTokenGrants(t *testing.T) {
 	k := keys(t)
 	dir := t.TempDir()
 	a := newAuth(t, auth.Config{
-		KeyFiles:  []string{writeFile(t, dir, "rsa.pem", pemPublic(t, &k.rsa.PublicKey))},
+		KeyFiles:  []string{writeFile(t, dir, "rsa.pem", gatewaytest.PublicPEM(t, &k.rsa.PublicKey))},
 		Anonymous: auth.Grants{"public.*"},
-		Now:       newClock().Now,
+		Now:       replaytest.NewClock(t0).Now,
 	})
-	tok := sign(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", []string{"team-7.*"}, []string{"team-7.a"}))
+	tok := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", claims("u1", []string{"team-7.*"}, []string{"team-7.a"}))
 	p, err := a.Subscriber(t.Context(), streamRequest(tok, "", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +181,7 @@ func TestTokenGrants(t *testing.T) {
 		}
 	}
 	// Without a roomcast claim a token names a user who may read only what anonymous may.
-	bare := sign(t, jwt.SigningMethodRS256, k.rsa, "", jwt.MapClaims{"sub": "u2"})
+	bare := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", jwt.MapClaims{"sub": "u2"})
 	p, err = a.Subscriber(t.Context(), streamRequest(bare, "", ""))
 	if err != nil || p.Sub != "u2" || p.CanSubscribe("team-7.a") || !p.CanSubscribe("public.x") || p.CanPublish("public.x") || !p.Expires.IsZero() {
 		t.Fatalf("token without claim: %+v, %v", p, err)
@@ -202,7 +204,7 @@ func TestNewRejectsBadFiles(t *testing.T) {
 		{"garbage PEM", auth.Config{KeyFiles: []string{writeFile(t, dir, "bad.pem", []byte(secretLooking))}}},
 		{"no key in file", auth.Config{KeyFiles: []string{writeFile(t, dir, "empty.pem", []byte("hello\n"))}}},
 		{"private key PEM", auth.Config{KeyFiles: []string{writeFile(t, dir, "priv.pem", privatePEM(t, k))}}},
-		{"RSA under 2048 bits", auth.Config{KeyFiles: []string{writeFile(t, dir, "small.pem", pemPublic(t, &small.PublicKey))}}},
+		{"RSA under 2048 bits", auth.Config{KeyFiles: []string{writeFile(t, dir, "small.pem", gatewaytest.PublicPEM(t, &small.PublicKey))}}},
 		{"JWKS with a symmetric key", auth.Config{KeyFiles: []string{writeFile(t, dir, "oct.json", []byte(`{"keys":[{"kty":"oct","k":"U0VDUkVUU1RVRkZTRUNSRVRTVFVGRlNFQ1JFVFNUVUZG"}]}`))}}},
 		{"JWKS not JSON", auth.Config{KeyFiles: []string{writeFile(t, dir, "bad.json", []byte(`{"keys":[SECRETSTUFF`))}}},
 		{"short HMAC secret", auth.Config{HMACFile: writeFile(t, dir, "short", []byte("SECRETSTUFF-short\n"))}},
@@ -245,16 +247,16 @@ func TestKeyFileForms(t *testing.T) {
 		name string
 		file []byte
 	}{
-		{"PKIX", pemPublic(t, &k.rsa.PublicKey)},
+		{"PKIX", gatewaytest.PublicPEM(t, &k.rsa.PublicKey)},
 		{"PKCS1", pkcs1},
 		{"certificate", certPEM(t, k)},
 		{"JWKS", jwks(t, jwksKey{"k1", &k.rsa.PublicKey})},
 		{"single JWK", singleJWK(t, "k1", &k.rsa.PublicKey)},
 	}
-	tok := sign(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil))
+	tok := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "k1", claims("u1", nil, nil))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := newAuth(t, auth.Config{KeyFiles: []string{writeFile(t, dir, tt.name, tt.file)}, Now: newClock().Now})
+			a := newAuth(t, auth.Config{KeyFiles: []string{writeFile(t, dir, tt.name, tt.file)}, Now: replaytest.NewClock(t0).Now})
 			if p, err := a.Subscriber(t.Context(), streamRequest(tok, "", "")); err != nil || p.Sub != "u1" {
 				t.Fatalf("Subscriber = %+v, %v", p, err)
 			}

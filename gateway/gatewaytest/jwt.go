@@ -58,15 +58,22 @@ func NewKeys(t testing.TB) *Keys {
 
 func writePublicPEM(t testing.TB, dir, name string, pub any) string {
 	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, PublicPEM(t, pub), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// PublicPEM returns pub as a PKIX "PUBLIC KEY" PEM block, a key file as the gateway
+// reads it.
+func PublicPEM(t testing.TB, pub any) []byte {
+	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
 
 // Claims are a token's claims; Grants builds the roomcast claim.
@@ -116,11 +123,23 @@ func (k *Keys) Sign(t testing.TB, alg string, claims Claims) string {
 	default:
 		t.Fatalf("gatewaytest: no key for alg %q", alg)
 	}
-	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	return SignWith(t, method, key, "", claims)
+}
+
+// SignWith signs claims with method and key, naming kid in the header when it is not
+// empty: for the tokens Sign does not make (a kid, a key of no Keys, a key used as
+// what it is not, an algorithm the gateway refuses).
+func SignWith(t testing.TB, method jwt.SigningMethod, key any, kid string, claims Claims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Secret("a "+alg+" token", s)
+	return Secret("a "+method.Alg()+" token", s)
 }
 
 // ClaimsOf reads a token's claims without verifying it.

@@ -21,7 +21,7 @@ func FreePort(t testing.TB) int {
 func StandaloneAt(t testing.TB, port int) *Server {
 	t.Helper()
 	Require(t)
-	n, err := tryStartNode(t.TempDir(), port, false, 0)
+	n, err := tryStartNode(t.TempDir(), port, false, 0, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

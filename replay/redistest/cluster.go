@@ -52,7 +52,7 @@ func startCluster(dir string, cfg ClusterConfig) (*Cluster, error) {
 			c.stop()
 			return nil, err
 		}
-		n, err := startNode(ndir, true, cfg.NodeTimeout)
+		n, err := startNode(ndir, true, cfg.NodeTimeout, Options{})
 		if err != nil {
 			c.stop()
 			return nil, err

@@ -9,7 +9,8 @@
 // Tests that share them must keep to their own keys: build every room name from
 // Prefix(t), which is unique per test and per call, and never flush or reconfigure a
 // shared server. Tests that fail over, kill or migrate get their own cluster from
-// StartCluster, stopped when the test ends.
+// StartCluster, stopped when the test ends. Tests of TLS and ACLs get their own
+// standalone server from StandaloneWith (Options), with certificates from NewPKI.
 //
 // The shared servers are stopped by Teardown, which the package's TestMain calls
 // after m.Run (LeakOptions shows how, with goleak). Every process is also started
@@ -97,7 +98,8 @@ type Node struct {
 	Port, BusPort int
 
 	dir string
-	id  string // cluster node id, "" for a standalone
+	id  string   // cluster node id, "" for a standalone
+	cli []string // redis-cli arguments that reach the server (TLS)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -127,7 +129,8 @@ func (n *Node) Do(args ...string) (string, error) {
 func (n *Node) DoTimeout(d time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	full := append([]string{"-e", "-h", "127.0.0.1", "-p", strconv.Itoa(n.Port)}, args...)
+	full := append([]string{"-e", "-h", "127.0.0.1", "-p", strconv.Itoa(n.Port)}, n.cli...)
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, "redis-cli", full...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -216,16 +219,21 @@ func (n *Node) kill() {
 	_ = n.cmd.Wait()
 }
 
-// logTail returns the end of the node's log file, for failure messages.
+// logTail returns the end of the node's log file, and what the server wrote to its
+// stderr (configuration errors come before the log is open), for failure messages.
 func (n *Node) logTail() string {
-	b, err := os.ReadFile(filepath.Join(n.dir, "redis.log"))
-	if err != nil {
-		return ""
+	var out []byte
+	for _, name := range []string{"redis.stderr", "redis.log"} {
+		b, err := os.ReadFile(filepath.Join(n.dir, name))
+		if err != nil {
+			continue
+		}
+		if len(b) > 2000 {
+			b = b[len(b)-2000:]
+		}
+		out = append(out, b...)
 	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
+	return string(out)
 }
 
 // freePort returns a port nothing listens on now.
@@ -238,12 +246,13 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startNode starts redis-server in dir and waits until it answers PING. A port taken
-// between choosing and binding it is retried with new ports.
-func startNode(dir string, cluster bool, nodeTimeout time.Duration) (*Node, error) {
+// startNode starts redis-server in dir and waits until it answers PING (or, with
+// opts.ACLFile, refuses it with NOAUTH). A port taken between choosing and binding it
+// is retried with new ports.
+func startNode(dir string, cluster bool, nodeTimeout time.Duration, opts Options) (*Node, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
-		n, err := tryStartNode(dir, 0, cluster, nodeTimeout)
+		n, err := tryStartNode(dir, 0, cluster, nodeTimeout, opts)
 		if err == nil {
 			return n, nil
 		}
@@ -253,7 +262,7 @@ func startNode(dir string, cluster bool, nodeTimeout time.Duration) (*Node, erro
 }
 
 // tryStartNode starts a node on port, or on a free port when port is 0.
-func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration) (*Node, error) {
+func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration, opts Options) (*Node, error) {
 	var err error
 	if port == 0 {
 		if port, err = freePort(); err != nil {
@@ -261,8 +270,16 @@ func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration)
 		}
 	}
 	n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
-	args := []string{
-		"--port", strconv.Itoa(port),
+	ports := []string{"--port", strconv.Itoa(port)}
+	if opts.TLS != nil {
+		ports = []string{
+			"--port", "0", "--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", opts.TLS.CertFile, "--tls-key-file", opts.TLS.KeyFile,
+			"--tls-ca-cert-file", opts.TLS.CAFile, "--tls-auth-clients", "no",
+		}
+		n.cli = []string{"--tls", "--cacert", opts.TLS.CAFile}
+	}
+	args := append(ports,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
 		"--save", "",
@@ -272,7 +289,7 @@ func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration)
 		"--logfile", filepath.Join(dir, "redis.log"),
 		// A replica's first sync starts at once instead of after the default 5s.
 		"--repl-diskless-sync-delay", "0",
-	}
+	)
 	if cluster {
 		if n.BusPort, err = freePort(); err != nil {
 			return nil, err
@@ -284,23 +301,37 @@ func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration)
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
 		)
 	}
+	if opts.ACLFile != "" {
+		args = append(args, "--aclfile", opts.ACLFile)
+	}
+	args = append(args, opts.Args...)
 	_ = os.Remove(filepath.Join(dir, "nodes.conf"))
+	stderr, err := os.Create(filepath.Join(dir, "redis.stderr"))
+	if err != nil {
+		return nil, fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	defer stderr.Close() // the child has its own copy
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("redistest: start redis-server: %w", err)
 	}
 	n.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if out, err := n.DoTimeout(time.Second, "PING"); err == nil && out == "PONG" {
+		out, err := n.DoTimeout(time.Second, "PING")
+		if err == nil && out == "PONG" {
 			return n, nil
+		}
+		if opts.ACLFile != "" && err != nil && strings.Contains(err.Error(), "NOAUTH") {
+			return n, nil // up, and its default user is off
 		}
 		if exitedNoHang(cmd.Process.Pid) {
 			n.mu.Lock()
 			n.dead = true
 			n.mu.Unlock()
-			return nil, fmt.Errorf("redistest: redis-server on %s exited: %s", n.Addr, n.logTail())
+			return nil, fmt.Errorf("redistest: redis-server on %s %w: %s", n.Addr, errExited, n.logTail())
 		}
 		if time.Now().After(deadline) {
 			n.kill()
@@ -323,7 +354,7 @@ func Standalone(t testing.TB) *Server {
 	t.Helper()
 	Require(t)
 	dir := t.TempDir()
-	n, err := startNode(dir, false, 0)
+	n, err := startNode(dir, false, 0, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +383,7 @@ func SharedStandalone(t testing.TB) *Server {
 		dir, err := sharedDir()
 		if err == nil {
 			var n *Node
-			if n, err = startNode(dir, false, 0); err == nil {
+			if n, err = startNode(dir, false, 0, Options{}); err == nil {
 				shared.standalone = &Server{Node: n}
 			}
 		}
@@ -432,6 +463,9 @@ func reapStaleDirs() {
 		_ = os.RemoveAll(d)
 	}
 }
+
+// errExited is what starting a server returns when the server exits at start.
+var errExited = errors.New("exited at start")
 
 // errNotReady is what a readiness poll returns while it should keep polling.
 var errNotReady = errors.New("not ready")

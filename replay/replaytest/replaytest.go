@@ -1,7 +1,7 @@
 // Package replaytest is the contract every replay.Log implementation passes: one
 // suite, run against each backend from a constructor. It also holds the repository's
-// one Eventually, here so that the tests of replay, rooms and everything above may
-// import it (imports point down only).
+// one Eventually, one Clock and one SyncBuffer, here so that the tests of replay, rooms
+// and everything above may import them (imports point down only).
 package replaytest
 
 import (
