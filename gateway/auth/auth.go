@@ -67,8 +67,9 @@ type Authenticator struct {
 	staticKeys [][sha256.Size]byte // digests of Config.PublishKeys
 	anonymous  Grants              // Config.Anonymous, or "*" when no JWT key is configured
 
-	keys   *keyring
-	revoke *revocations
+	keys     *keyring
+	verified *verifiedCache
+	revoke   *revocations
 
 	// notifyMu serialises calls to the OnRevoke watchers.
 	notifyMu sync.Mutex
@@ -119,11 +120,12 @@ func New(cfg Config) (*Authenticator, error) {
 		}
 	}
 	a := &Authenticator{
-		cfg:    cfg,
-		now:    cfg.Now,
-		log:    cfg.Logger,
-		revoke: newRevocations(maxRevocations),
-		done:   make(chan struct{}),
+		cfg:      cfg,
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		revoke:   newRevocations(maxRevocations),
+		verified: newVerifiedCache(),
+		done:     make(chan struct{}),
 	}
 	for i, k := range cfg.PublishKeys {
 		k = strings.TrimSpace(k)

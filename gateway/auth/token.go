@@ -52,6 +52,14 @@ func (a *Authenticator) verify(tok string, src Source) (Principal, error) {
 		return Principal{}, invalid(fmt.Sprintf("token algorithm %.16q not accepted", h.Alg))
 	}
 	set := a.keys.current()
+	now := a.now()
+	if p, ok := a.verified.get(tok, set, now); ok {
+		if a.Revoked(p) {
+			return Principal{}, ErrRevoked
+		}
+		p.Source = src
+		return p, nil
+	}
 	if h.Kid != "" && len(set.byKid[h.Kid]) == 0 {
 		// Perhaps the issuer rotated its keys: look again, at most once a second.
 		a.keys.forceReload()
@@ -91,6 +99,7 @@ func (a *Authenticator) verify(tok string, src Source) (Principal, error) {
 	if a.Revoked(p) {
 		return Principal{}, ErrRevoked
 	}
+	a.verified.put(tok, p, set, now, a.cfg.Leeway)
 	return p, nil
 }
 
