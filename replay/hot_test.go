@@ -287,3 +287,32 @@ func TestRedisHotRoomACL(t *testing.T) {
 		t.Fatalf("stats %+v: want sub-channel rings and no error", st)
 	}
 }
+
+// TestRedisHotRoomSubscriberKilled: a pod whose sub-channel connection is killed
+// resubscribes to the same sub-channel and rings a zero Event (read the log), as for
+// a room's own channel.
+func TestRedisHotRoomSubscriberKilled(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Standalone(t)
+	room := redistest.Prefix(t) + ".kill"
+	ids := podsPerPartition(2, 1)
+	cfg := func(id string) replay.RedisConfig {
+		return replay.RedisConfig{HotRooms: []string{room}, HotPartitions: 2, PodID: id, HotCheckInterval: time.Hour}
+	}
+	pub := newRedisLog(t, srv.Addrs(), cfg(ids[0][0]))
+	sub := newRedisLog(t, srv.Addrs(), cfg(ids[1][0]))
+	rec := subscribeRec(t, sub, room)
+	mustAppend(t, pub, room, msgN(1))
+	if ev := rec.next(t, 10*time.Second); ev.Seq != 1 {
+		t.Fatalf("ring %+v, want seq 1", ev)
+	}
+	srv.MustDo(t, "CLIENT", "KILL", "TYPE", "pubsub")
+	rec.zero(t, 30*time.Second)
+	if n := shardNumSub(t, srv.Node, replay.HotChannel(room, 1)); n != 1 {
+		t.Fatalf("%d subscribers on the sub-channel after the kill, want 1", n)
+	}
+	mustAppend(t, pub, room, msgN(2))
+	if ev := rec.next(t, 10*time.Second); ev.Seq != 2 {
+		t.Fatalf("ring %+v, want seq 2", ev)
+	}
+}
