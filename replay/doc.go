@@ -29,6 +29,13 @@
 // per room that resubscribes after failovers and slot moves and rings a zero Event
 // each time. Concurrent identical reads share one Redis call.
 //
+// Hot rooms (RedisConfig.HotRooms, hot.go) are the one place where rings are not
+// atomic with the append: after the function, the publisher also SPUBLISHes the
+// doorbell to the room's sub-channels room:{r#i}, and each pod subscribes to one of
+// them. Such rings may come out of seq order (concurrent publishers) or not at all (a
+// lost SPUBLISH); readers repair by the gap rule, and a periodic head check rings a
+// zero Event when a hot room's head is ahead of the last doorbell heard.
+//
 // # Control plane
 //
 // Both implement Tickets (single-use tickets, bounded, with a TTL) and Revocations

@@ -69,6 +69,20 @@ type RedisConfig struct {
 	HealthInterval time.Duration
 	// Logger receives the log's own warnings (default slog.Default()).
 	Logger *slog.Logger
+
+	// HotRooms are the rooms whose doorbell is partitioned (hot.go): room names, or
+	// prefixes followed by "*" ("*" alone: every room). Empty: none. At most
+	// MaxHotPatterns.
+	HotRooms []string
+	// HotPartitions is how many sub-channels a hot room's doorbell goes to (default
+	// 4; 2 to MaxHotPartitions). Every pod of a fleet must use the same value.
+	HotPartitions int
+	// PodID names this pod: a hash of it picks the sub-channel it listens to.
+	// Required with HotRooms; never used in a key.
+	PodID string
+	// HotCheckInterval is how often each subscribed hot room's head is compared with
+	// the last doorbell heard, to catch a lost sub-channel ring (default 1s).
+	HotCheckInterval time.Duration
 }
 
 func (c *RedisConfig) fill() error {
@@ -171,6 +185,7 @@ type RedisLog struct {
 	badEntries   atomic.Uint64
 
 	revs redisRevocations // revocation watching (control_redis.go)
+	hot  *redisHot        // hot rooms (hot.go); nil when none
 
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
@@ -200,6 +215,10 @@ type RedisStats struct {
 	// BadRevocations counts revocations read from Redis (set members and notices)
 	// and ticket values that failed validation; each was skipped.
 	BadRevocations uint64
+	// HotRings counts hot-room sub-channel rings sent, HotRingErrors those that
+	// failed (readers repair from the log), HotCheckRepairs the zero rings the
+	// periodic hot-room check rang because a head was ahead of the last doorbell.
+	HotRings, HotRingErrors, HotCheckRepairs uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -214,8 +233,12 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	hot, err := newRedisHot(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	life, cancel := context.WithCancel(context.Background())
-	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub)}
+	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub), hot: hot}
 	l.health.Store(&Health{Kind: "redis", ChangedAt: time.Now()})
 	if err := l.connect(ctx); err != nil {
 		if !errors.Is(err, ErrUnavailable) {
@@ -226,6 +249,7 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	}
 	l.wg.Add(1)
 	go l.monitor()
+	l.startHot()
 	return l, nil
 }
 
@@ -315,7 +339,7 @@ func (l *RedisLog) Stats() RedisStats {
 	l.mu.Lock()
 	n := len(l.subs)
 	l.mu.Unlock()
-	return RedisStats{
+	st := RedisStats{
 		Subscriptions: n,
 		Resubscribes:  l.resubscribes.Load(),
 		Retries:       l.retries.Load(),
@@ -325,6 +349,8 @@ func (l *RedisLog) Stats() RedisStats {
 
 		BadRevocations: l.revs.bad.Load(),
 	}
+	l.hotStats(&st)
+	return st
 }
 
 // Key and channel names. room must have passed ValidRoom: a "{" or "}" in it would
@@ -376,6 +402,7 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 	if err != nil {
 		return Event{}, fmt.Errorf("replay: append %q: %w", room, l.mapErr(ctx, err))
 	}
+	l.ringHot(cctx, ev)
 	return ev, nil
 }
 
@@ -524,6 +551,7 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
+	defer func() { l.ringHot(cctx, evs...) }()
 	var cmds []rueidis.Completed
 	var idx []int
 	for i := range msgs {

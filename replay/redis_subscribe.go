@@ -32,7 +32,8 @@ type redisSub struct {
 	ringMu  sync.Mutex
 	ring    func(Event)
 	stopped bool
-	confirm uint64 // confirmations so far
+	confirm uint64   // confirmations so far
+	seen    Position // the newest doorbell heard, for the hot-room check (hot.go)
 
 	quit     atomic.Bool // Unsubscribe has begun: end when Receive returns
 	stopping bool        // guarded by RedisLog.mu: the same, seen by Subscribe
@@ -103,7 +104,7 @@ func (l *RedisLog) newSub(room string, ring func(Event)) *redisSub {
 	ctx, cancel := context.WithCancel(l.life)
 	return &redisSub{
 		room:      room,
-		channel:   redisChannel(room),
+		channel:   l.subChannel(room),
 		ctx:       ctx,
 		cancel:    cancel,
 		done:      make(chan struct{}),
@@ -267,6 +268,9 @@ func (s *redisSub) onMessage(l *RedisLog) func(rueidis.PubSubMessage) {
 			ev = Event{}
 		}
 		s.ringMu.Lock()
+		if ev.Seq != 0 && (ev.Epoch != s.seen.Epoch || ev.Seq > s.seen.Seq) {
+			s.seen = ev.Position()
+		}
 		if !s.stopped {
 			s.ring(ev)
 		}

@@ -24,6 +24,7 @@ type config struct {
 
 	PublishWaitReplicas int
 	RedisTimeout        time.Duration
+	Hot                 hotFlags
 
 	History         int
 	HistoryTTL      time.Duration
@@ -77,6 +78,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "fleet mode: file holding the Redis password (instead of one in --redis, which shows in the process list); the user is the one in --redis, else default")
 	fs.IntVar(&c.PublishWaitReplicas, "publish-wait-replicas", 0, "fleet mode: acknowledge a publish only once this many replicas have it (WAIT)")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 2*time.Second, "fleet mode: bound on each Redis call, retries included")
+	c.Hot.register(fs)
 	fs.IntVar(&c.History, "history", 1000, "events kept per room")
 	fs.DurationVar(&c.HistoryTTL, "history-ttl", 24*time.Hour, "a room idle this long loses its history (new epoch next time)")
 	fs.IntVar(&c.MaxRooms, "max-rooms", 100000, "rooms held in memory (embedded mode); publishes to more get 503")
@@ -143,6 +145,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if _, _, err := redisConnection(c); err != nil {
+		return c, err
+	}
+	if err := c.Hot.check(c.Redis != "", fromEnv); err != nil {
 		return c, err
 	}
 	if err := checkAccess(&c, fromEnv); err != nil {
