@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 // fakeCentrifugo speaks the part of Centrifugo's wire loadgen uses: uni_sse streams
@@ -269,4 +271,28 @@ func TestCentrifugoFlags(t *testing.T) {
 			t.Errorf("realMain(%q) = %d, want %d", args, code, exitError)
 		}
 	}
+}
+
+// FuzzCentrifugoFrame feeds arbitrary uni_sse frames to a subscriber: nothing panics,
+// and only a publication or a connect push that recovered publications counts as a
+// delivery.
+func FuzzCentrifugoFrame(f *testing.F) {
+	f.Add([]byte(`{"connect":{"client":"c","subs":{"r":{"recoverable":true,"epoch":"e","offset":4}}}}`), []byte(`{"channel":"r","pub":{"data":{"t":1},"offset":5}}`))
+	f.Add([]byte(`{"connect":{"subs":{"r":{"recoverable":true,"recovered":true,"publications":[{"data":{},"offset":2}]}}}}`), []byte(`{}`))
+	f.Add([]byte(`{"connect":{"subs":{"r":{}}}}`), []byte(`{"pub":{"offset":18446744073709551615}}`))
+	f.Add([]byte(`{"connect":`), []byte(`{"disconnect":{"code":3001}}`))
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		cfg := Config{Subs: 1}
+		ls := &loadState{cfg: &cfg, allConnected: make(chan struct{}), settled: make(chan struct{})}
+		ls.pendingSettle.Store(1)
+		s := &subscriber{room: &room{name: "r"}, hist: new(histogram)}
+		for i, data := range [][]byte{first, second} {
+			before := s.deliveries.Load()
+			s.handleCentrifugo(gatewaytest.Event{Data: data}, time.Now(), ls)
+			if s.deliveries.Load() != before && !bytes.Contains(data, keyPub) && !bytes.HasPrefix(data, keyConnect) {
+				t.Fatalf("frame %d %q counted as a delivery", i, data)
+			}
+		}
+		_ = s.track.Gaps()
+	})
 }
