@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -55,6 +56,13 @@ type Config struct {
 	MaxEvents int64
 	// Progress is the interval of the progress line on stderr; 0 disables it.
 	Progress time.Duration
+	// Protocol is the wire the server speaks: protocolRoomcast (the gateway and the
+	// yardstick hub) or protocolCentrifugo (uni_sse streams, the HTTP publish API).
+	Protocol string
+	// APIKey, read from -api-key-file, is sent as X-API-Key with every publish.
+	APIKey string
+	// TokenSecret, read from -token-secret-file, signs Centrifugo connection tokens.
+	TokenSecret []byte
 	// ServeHub, when set, serves the yardstick hub on this address instead of
 	// generating load.
 	ServeHub string
@@ -86,6 +94,9 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	fs.DurationVar(&c.RetryCap, "retry-cap", 2*time.Second, "cap on the server's retry: between reconnects")
 	fs.Int64Var(&c.MaxEvents, "max-events", 50_000_000, "bound on events published in one run")
 	fs.DurationVar(&c.Progress, "progress", time.Second, "progress line interval on stderr (0 = off)")
+	fs.StringVar(&c.Protocol, "protocol", protocolRoomcast, "wire the server speaks: roomcast (also the hub) or centrifugo")
+	apiKeyFile := fs.String("api-key-file", "", "`file` holding the key sent as X-API-Key with every publish (Centrifugo's HTTP API)")
+	secretFile := fs.String("token-secret-file", "", "`file` holding the HMAC secret that signs Centrifugo connection tokens")
 	fs.StringVar(&c.ServeHub, "serve-hub", "", "serve the yardstick SSE hub on this `address` instead of generating load")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -94,6 +105,15 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	c.URL = strings.TrimRight(c.URL, "/")
+	var err error
+	if c.APIKey, err = readSecret(*apiKeyFile); err != nil {
+		return Config{}, err
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return Config{}, err
+	}
+	c.TokenSecret = []byte(secret)
 	return c, c.validate()
 }
 
@@ -124,7 +144,46 @@ func (c *Config) validate() error {
 	if c.Publishers < 1 || c.Batch < 1 || c.MaxEvents < 1 {
 		errs = append(errs, errors.New("-publishers, -batch and -max-events must be >= 1"))
 	}
+	switch c.Protocol {
+	case protocolRoomcast:
+	case protocolCentrifugo:
+		if c.Batch > 1 || c.Type != "" {
+			errs = append(errs, errors.New("-protocol centrifugo publishes one untyped event per request: no -batch or -type"))
+		}
+		if c.Subs > 0 && len(c.TokenSecret) == 0 {
+			errs = append(errs, errors.New("-protocol centrifugo with subscribers needs -token-secret-file"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-protocol %q: want %s or %s", c.Protocol, protocolRoomcast, protocolCentrifugo))
+	}
 	return errors.Join(errs...)
+}
+
+// maxSecretBytes bounds a secret file.
+const maxSecretBytes = 4 << 10
+
+// readSecret returns the trimmed contents of path, or "" for no path.
+func readSecret(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("secret file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("secret file %s: %w", path, err)
+	}
+	if len(b) > maxSecretBytes {
+		return "", fmt.Errorf("secret file %s: longer than %d bytes", path, maxSecretBytes)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("secret file %s: empty", path)
+	}
+	return s, nil
 }
 
 // roomName returns the name of room i.

@@ -11,7 +11,10 @@
 // With -idle it only opens the streams and holds them; with -pid it reads the server's
 // resident memory before and after, to measure memory per connection. With -serve-hub
 // it serves the yardstick hub (package internal/hub) instead, so the gateway and a
-// minimal net/http hub can be measured the same way.
+// minimal net/http hub can be measured the same way. With -protocol centrifugo it
+// speaks Centrifugo's wire instead (uni_sse streams with HS256 connection tokens, the
+// HTTP publish API, channel offsets as seqs; see centrifugo.go), so .ci/bench-peers can
+// run the same workloads against both.
 //
 // Examples:
 //
@@ -22,12 +25,13 @@
 //
 // Exit codes: 0 clean; 1 a gap, duplicate, out-of-order event, unannounced epoch change
 // or malformed frame was seen; 2 bad flags or a run that could not start. .ci/bench
-// runs it against both servers and prints them side by side.
+// runs it against roomcast and the hub, .ci/bench-peers against roomcast and
+// Centrifugo, and both print them side by side.
 //
 // The stream decoder and the gap and duplicate accounting are gateway/gatewaytest's
 // Decoder and Tracker, the ones the tests use. Files by role: config.go (flags), hist.go (latency histogram), subscriber.go and publisher.go
 // (the two sides of the load), run.go (phases: connect, warm up, measure, settle),
-// progress.go (the per-second line), report.go (final table and JSON), rss.go
+// progress.go (the per-second line), centrifugo.go (Centrifugo's wire), report.go (final table and JSON), rss.go
 // (/proc memory reading) and main.go (exit codes, hub mode).
 //
 // Concurrency: one goroutine per subscriber, a fixed pool of publishers and one

@@ -120,15 +120,25 @@ func (p *publishers) appendBody(dst []byte, now time.Time) []byte {
 
 // publishOne sends one POST /rooms/{room}/events; it returns its buffers for reuse.
 func (p *publishers) publishOne(ctx context.Context, r *room, body, buf []byte) ([]byte, []byte) {
-	body = p.appendBody(body[:0], time.Now())
+	centrifugo := p.cfg.Protocol == protocolCentrifugo
+	want := http.StatusCreated
+	if centrifugo {
+		body = p.appendCentrifugoPublish(body[:0], r.name, time.Now())
+		want = http.StatusOK
+	} else {
+		body = p.appendBody(body[:0], time.Now())
+	}
 	status, buf, err := p.post(ctx, r.publishURL, body, buf)
 	switch {
 	case err != nil:
 		p.fail("transport", 1)
-	case status != http.StatusCreated:
+	case status != want:
 		p.fail(strconv.Itoa(status), 1)
 	default:
 		seq, ok := gatewaytest.UintAfter(buf, keySeq)
+		if centrifugo {
+			seq, ok = centrifugoOffset(buf)
+		}
 		if !ok {
 			p.fail("bad_response", 1)
 			break
@@ -208,6 +218,9 @@ func (p *publishers) post(ctx context.Context, url string, body, buf []byte) (in
 	req.Header.Set("Content-Type", "application/json")
 	if p.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
+	}
+	if p.cfg.APIKey != "" {
+		req.Header.Set("X-API-Key", p.cfg.APIKey)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {

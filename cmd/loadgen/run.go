@@ -93,6 +93,11 @@ func run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		r := rooms[i%len(rooms)]
 		r.members++
 		subs[i] = &subscriber{id: i, room: r}
+		if cfg.Protocol == protocolCentrifugo && len(cfg.TokenSecret) > 0 {
+			if subs[i].token, err = centrifugoToken(cfg.TokenSecret, i, r.name, time.Now()); err != nil {
+				return nil, err
+			}
+		}
 		if !cfg.Idle {
 			subs[i].hist = new(histogram)
 		}
@@ -231,6 +236,10 @@ func makeRooms(cfg *Config) ([]*room, error) {
 			name:       name,
 			streamURL:  cfg.URL + "/rooms/" + esc + "/events",
 			publishURL: cfg.URL + "/rooms/" + esc + "/events",
+		}
+		if cfg.Protocol == protocolCentrifugo {
+			rooms[i].streamURL = cfg.URL + "/connection/uni_sse"
+			rooms[i].publishURL = cfg.URL + "/api/publish"
 		}
 		if cfg.Type != "" && cfg.Batch == 1 {
 			rooms[i].publishURL += "?type=" + url.QueryEscape(cfg.Type)

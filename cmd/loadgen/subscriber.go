@@ -51,6 +51,9 @@ type subscriber struct {
 	malformed uint64 // events whose envelope had no seq
 	fatal     error
 	br        *bufio.Reader
+
+	token string // -protocol centrifugo: the connection token
+	epoch []byte // -protocol centrifugo: the room's epoch, nil before the first connect
 }
 
 // run connects and reconnects until ctx is done or the server refuses for good.
@@ -78,13 +81,21 @@ func (s *subscriber) run(ctx context.Context, ls *loadState) {
 
 // stream holds one connection; it returns nil on a clean end of stream.
 func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.room.streamURL, nil)
+	target := s.room.streamURL
+	if ls.cfg.Protocol == protocolCentrifugo {
+		u, err := s.centrifugoStreamURL()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+		target = u
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errFatal, err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Cache-Control", "no-cache")
-	if len(s.resumeID) > 0 {
+	if len(s.resumeID) > 0 && ls.cfg.Protocol != protocolCentrifugo {
 		req.Header.Set("Last-Event-ID", string(s.resumeID))
 	}
 	resp, err := ls.subClient.Do(req)
@@ -125,7 +136,11 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 			}
 			return fmt.Errorf("read %s: %w", s.room.name, err)
 		}
-		s.handle(ev, time.Now(), ls)
+		if ls.cfg.Protocol == protocolCentrifugo {
+			s.handleCentrifugo(ev, time.Now(), ls)
+		} else {
+			s.handle(ev, time.Now(), ls)
+		}
 	}
 }
 
@@ -163,11 +178,17 @@ func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) 
 	if !ev.IDSet || !ok {
 		epoch, _ = gatewaytest.StringAfter(ev.Data, keyEpoch)
 	}
-	s.track.Observe(epoch, seq)
 	s.resumeID = append(s.resumeID[:0], ev.ID...)
+	s.accept(epoch, seq, ev.Data, now, ls)
+}
+
+// accept accounts for one delivered event: its seq, and its latency from the send
+// time in data.
+func (s *subscriber) accept(epoch []byte, seq uint64, data []byte, now time.Time, ls *loadState) {
+	s.track.Observe(epoch, seq)
 	s.deliveries.Store(s.deliveries.Load() + 1)
 	if s.hist != nil && ls.measuring.Load() {
-		if t, ok := gatewaytest.UintAfter(ev.Data, keyT); ok {
+		if t, ok := gatewaytest.UintAfter(data, keyT); ok {
 			s.hist.record(now.Sub(time.Unix(0, int64(t))))
 		}
 	}
@@ -176,6 +197,9 @@ func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) 
 	}
 	s.checkCaughtUp(ls)
 }
+
+// storeLast moves the position the settle phase compares with the room's target.
+func (s *subscriber) storeLast(seq uint64) { s.lastSeq.Store(seq) }
 
 // handleResync restarts the seq accounting where the server says the stream goes on.
 func (s *subscriber) handleResync(ev gatewaytest.Event) {
