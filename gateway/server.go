@@ -40,6 +40,8 @@ type Server struct {
 	closes        [rooms.NumReasons]atomic.Uint64 // streams ended, by rooms.Reason
 	connects      rateMeter
 	resumes       rateMeter
+
+	muxBatchHook func() // runs before each live batch of a multiplexed stream; tests only
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and
@@ -94,6 +96,8 @@ func (s *Server) Public() http.Handler {
 	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
+	r.Get("/events", uncounted(s.multiStream))
+	r.Head("/events", s.muxHead)
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
 	return s.cors(s.edge(r, s.trustedOrigins()...))

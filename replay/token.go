@@ -27,9 +27,9 @@ var ErrBadToken = errors.New("replay: malformed or foreign resume token")
 // tokenPrefix opens every token; it names the grammar's version.
 const tokenPrefix = "m1."
 
-// MaxTokenLen bounds a token's length in bytes: 32 rooms with 32-character epochs
-// and the largest seq fit.
-const MaxTokenLen = 2048
+// MaxTokenLen bounds a token's length in bytes: 64 rooms with 32-character epochs
+// and the largest seqs fit.
+const MaxTokenLen = 4096
 
 // maxSeq36 bounds a seq's base-36 digits: 13 hold every uint64.
 const maxSeq36 = 13
