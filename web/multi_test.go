@@ -189,3 +189,27 @@ func TestModuleMultiRoomResumes(t *testing.T) {
 			recreated, header, reqs)
 	}
 }
+
+// TestDemoPageFollowsSeveralRooms: the demo page's multi-room card follows the
+// rooms typed into it on one stream and shows each event with its room.
+func TestDemoPageFollowsSeveralRooms(t *testing.T) {
+	gw := startGateway(t)
+	ctx, console := newTab(t)
+	do(t, ctx, chromedp.Navigate(gw.url("/")))
+	waitFor(t, ctx, "the demo page's modules", `document.getElementById('multi-form') !== null && document.readyState === 'complete'`,
+		`document.readyState`, 10*time.Second)
+	eval[bool](t, ctx, `(() => { document.getElementById('multi-rooms').value = 'demo-b, demo-a'; return true; })()`)
+	do(t, ctx, chromedp.Click(chromedp.ID("multi-follow")))
+	const diag = `document.getElementById('multi-state').textContent + ' | ' + document.getElementById('multi-log').innerText`
+	waitFor(t, ctx, "the card to go live", `document.getElementById('multi-state').textContent === 'Live · 2 rooms'`, diag, 10*time.Second)
+	a := gw.publish("demo-a", map[string]string{"text": "to a"})
+	b := gw.publish("demo-b", map[string]string{"text": "to b"})
+	waitFor(t, ctx, "both events", `document.querySelectorAll('#multi-log li[data-kind=event]').length === 2`, diag, 10*time.Second)
+	got := eval[[]string](t, ctx, `[...document.querySelectorAll('#multi-log li[data-kind=event]')].map((li) => li.dataset.room + ':' + li.dataset.seq)`)
+	if want := []string{fmt.Sprintf("demo-b:%d", b.Seq), fmt.Sprintf("demo-a:%d", a.Seq)}; !slices.Equal(got, want) {
+		t.Errorf("the card shows %v, want %v (newest first)", got, want)
+	}
+	for _, e := range console.errors() {
+		t.Errorf("console: %v", e)
+	}
+}
