@@ -209,6 +209,10 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 		}
 		ms.rooms = append(ms.rooms, muxRoom{name: name, m: m, q: m.Queue()})
 	}
+	// The stream is one connection in /admin/stats, however many members it holds.
+	s.muxStreams.Add(1)
+	s.muxMembers.Add(int64(len(ms.rooms)))
+	defer func() { s.muxStreams.Add(-1); s.muxMembers.Add(-int64(len(ms.rooms))) }()
 	// Revocation and expiry end the stream through its first member, which rings
 	// the bell; the stream counts once for its user.
 	first := ms.rooms[0].m

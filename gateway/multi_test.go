@@ -394,3 +394,24 @@ func TestMultiSlowRoomEndsTheStream(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiCountsAsOneConnection: /admin/stats counts a multiplexed stream as one
+// connection, whatever its rooms, and says how many are multiplexed.
+func TestMultiCountsAsOneConnection(t *testing.T) {
+	p := newPod(t, podConfig{})
+	s := p.subscribeMany(t, []string{"cnt-a", "cnt-b", "cnt-c"}, "")
+	s.anchor()
+	one := p.subscribe(t, "cnt-a", "")
+	one.nextAny()
+	var st struct {
+		Connections        int64 `json:"connections"`
+		MultiplexedStreams int64 `json:"multiplexed_streams"`
+	}
+	res := do(t, http.MethodGet, p.admin.URL+"/admin/stats", "")
+	if err := json.Unmarshal([]byte(res.body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Connections != 2 || st.MultiplexedStreams != 1 {
+		t.Fatalf("connections %d, multiplexed_streams %d; want 2 and 1", st.Connections, st.MultiplexedStreams)
+	}
+}

@@ -41,7 +41,9 @@ type Server struct {
 	connects      rateMeter
 	resumes       rateMeter
 
-	muxBatchHook func() // runs before each live batch of a multiplexed stream; tests only
+	muxBatchHook func()       // runs before each live batch of a multiplexed stream; tests only
+	muxStreams   atomic.Int64 // open multiplexed streams
+	muxMembers   atomic.Int64 // the room members they hold
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and
