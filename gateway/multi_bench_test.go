@@ -21,17 +21,21 @@ type wireCounter struct {
 }
 
 func (c *wireCounter) read(r io.Reader) {
-	buf := make([]byte, 64<<10)
-	var tail []byte // the end of the last read, so a marker split across reads counts once
 	marker := []byte("\ndata: ")
+	buf := make([]byte, 64<<10)
+	// A marker split across two reads is counted in the joint: the end of one read
+	// and the start of the next, each shorter than a marker.
+	joint := make([]byte, 0, 2*len(marker))
+	tail := 0
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			c.bytes.Add(int64(n))
-			chunk := append(tail, buf[:n]...)
-			c.events.Add(int64(bytes.Count(chunk, marker)))
-			k := min(len(chunk), len(marker)-1)
-			tail = append(tail[:0:0], chunk[len(chunk)-k:]...)
+			joint = append(joint[:tail], buf[:min(n, len(marker)-1)]...)
+			k := bytes.Count(joint, marker) + bytes.Count(buf[:n], marker)
+			c.events.Add(int64(k))
+			tail = min(n, len(marker)-1)
+			joint = append(joint[:0], buf[n-tail:n]...)
 		}
 		if err != nil {
 			return
