@@ -415,3 +415,27 @@ func TestMultiCountsAsOneConnection(t *testing.T) {
 		t.Fatalf("connections %d, multiplexed_streams %d; want 2 and 1", st.Connections, st.MultiplexedStreams)
 	}
 }
+
+// TestMultiRevokedEndsWithOneReauth: revoking the user ends the multiplexed stream
+// with one reauth, and the stream counts once among the user's streams.
+func TestMultiRevokedEndsWithOneReauth(t *testing.T) {
+	p := newMemSecurePod(t, gatewaytest.NewKeys(t), gateway.Config{})
+	c := gatewaytest.UserClaims("ana", time.Hour, []string{"team-7.*"}, nil)
+	c["aud"], c["iss"], c["iat"] = testAudience, testIssuer, time.Now().Add(-10*time.Second).Unix()
+	tok := p.keys.Sign(t, "RS256", c)
+	s := p.subscribeMany(t, []string{"team-7.a", "team-7.b", "team-7.c"}, "", "Authorization", "Bearer "+tok)
+	s.anchor()
+	if a := accessStats(t, p.pod); a.Users != 1 || len(a.TopUsers) != 1 || a.TopUsers[0].Streams != 1 {
+		t.Fatalf("/admin/stats access %+v, want ana with one stream", a)
+	}
+	revoke(t, p.pod, `{"sub":"ana"}`)
+	reauths := 0
+	for _, f := range s.waitEnd() {
+		if f.event == "reauth" {
+			reauths++
+		}
+	}
+	if reauths != 1 {
+		t.Fatalf("%d reauths, want 1", reauths)
+	}
+}
