@@ -47,11 +47,13 @@ func credentialError(err error) *apiError {
 	return newError(http.StatusUnauthorized, "unauthorized", err.Error())
 }
 
-// subscriber authenticates a stream request for room: its principal, or the answer
-// that refuses it (401 without a usable credential, 403 for a room not granted).
-// A ticket that cannot be redeemed because the backend is down is unavailable: the
-// stream is then answered like any other stream the pod cannot serve now.
-func (s *Server) subscriber(r *http.Request, room string) (auth.Principal, *apiError, bool) {
+// subscriber authenticates a stream request for its rooms (one, or a multiplexed
+// stream's): its principal, or the answer that refuses it (401 without a usable
+// credential, 403 when any room is not granted). The credential is checked once, so
+// a ticket is redeemed once. A ticket that cannot be redeemed because the backend is
+// down is unavailable: the stream is then answered like any other stream the pod
+// cannot serve now.
+func (s *Server) subscriber(r *http.Request, rooms ...string) (auth.Principal, *apiError, bool) {
 	p, err := s.auth.Subscriber(r.Context(), r)
 	switch {
 	case err != nil && !refused(err):
@@ -66,15 +68,19 @@ func (s *Server) subscriber(r *http.Request, room string) (auth.Principal, *apiE
 	case s.auth.Revoked(p):
 		s.refuse("subscribe", "revoked")
 		return p, errRevoked, false
-	case p.CanSubscribe(room):
-		return p, nil, false
-	case p.Source == auth.SourceAnonymous:
-		s.refuse("subscribe", "credential")
-		return p, errNoCredential, false
-	default:
-		s.refuse("subscribe", "grant")
-		return p, errNotGranted("subscribing to", room), false
 	}
+	for _, room := range rooms {
+		switch {
+		case p.CanSubscribe(room):
+		case p.Source == auth.SourceAnonymous:
+			s.refuse("subscribe", "credential")
+			return p, errNoCredential, false
+		default:
+			s.refuse("subscribe", "grant")
+			return p, errNotGranted("subscribing to", room), false
+		}
+	}
+	return p, nil, false
 }
 
 // publisher authenticates a publish: a static key or a JWT with publish grants.

@@ -27,6 +27,9 @@ type statsBody struct {
 	Drain             drainBody         `json:"drain"`
 	Backend           backendBody       `json:"backend"`
 	Access            accessBody        `json:"access"`
+
+	// MultiplexedStreams: of the connections, the streams of several rooms (GET /events).
+	MultiplexedStreams int64 `json:"multiplexed_streams"`
 }
 
 // accessBody is access control at a glance: the mode, the users streaming (by sub;
@@ -57,7 +60,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, statsBody{
 		State:         p.State.String(),
 		Accepting:     s.drain.Accepting(),
-		Connections:   st.Members,
+		Connections:   st.Members - s.muxMembers.Load() + s.muxStreams.Load(),
 		Rooms:         st.Rooms,
 		Subscriptions: st.Subscriptions,
 		Drops: map[string]uint64{
@@ -76,6 +79,8 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 		Drain:             drainBody{Closed: p.Closed, ElapsedSeconds: p.Elapsed.Seconds()},
 		Backend:           s.backend(),
 		Access:            s.access(),
+
+		MultiplexedStreams: s.muxStreams.Load(),
 	})
 }
 

@@ -68,6 +68,9 @@ type Config struct {
 	PublishTimeout time.Duration
 	// ReplayBatch is how many history events one read fetches (default 256).
 	ReplayBatch int
+	// MaxRoomsPerStream bounds the distinct rooms of one multiplexed stream,
+	// GET /events?room=a&room=b… (default 32).
+	MaxRoomsPerStream int
 	// AcceptRate is how many new streams per second the pod admits (token bucket;
 	// zero: no limit), with bursts up to AcceptBurst.
 	AcceptRate  float64
@@ -116,6 +119,9 @@ func (c *Config) fill() error {
 	if c.ReplayBatch == 0 {
 		c.ReplayBatch = 256
 	}
+	if c.MaxRoomsPerStream == 0 {
+		c.MaxRoomsPerStream = 32
+	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -139,6 +145,8 @@ func (c *Config) fill() error {
 		return errors.New("gateway: write, publish and body timeouts must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
 		return errors.New("gateway: body limits, batch items and replay batch must be positive")
+	case c.MaxRoomsPerStream < 1 || c.MaxRoomsPerStream > MaxRoomsPerStreamLimit:
+		return fmt.Errorf("gateway: rooms per stream %d: need 1 to %d", c.MaxRoomsPerStream, MaxRoomsPerStreamLimit)
 	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0:
 		return errors.New("gateway: admission limits must not be negative")
 	}

@@ -11,6 +11,11 @@
 // heartbeat timer reset after every write. Every write has a deadline. There is no
 // other goroutine per connection.
 //
+// A multiplexed stream (GET /events?room=a&room=b) is the same, for several members
+// on one request goroutine: they ring one bell (rooms.JoinBell), and each write batch
+// takes at most a per-room budget from each member's queue in turn. Every frame's id
+// is the stream's resume token (replay.ParseToken), holding every room's position.
+//
 // # Edge
 //
 // Before routing, both listeners refuse state-changing requests a browser marks as

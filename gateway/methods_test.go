@@ -43,7 +43,7 @@ func TestMethodNotAllowed(t *testing.T) {
 	}{
 		{http.MethodDelete, p.public.URL + "/rooms/r/events", "GET, HEAD, POST"},
 		{http.MethodPut, p.public.URL + "/healthz", "GET, HEAD"},
-		{http.MethodGet, p.public.URL + "/events", "POST"},
+		{http.MethodDelete, p.public.URL + "/events", "GET, HEAD, POST"},
 		{"PURGE", p.public.URL + "/readyz", "GET, HEAD"},
 		{http.MethodGet, p.admin.URL + "/admin/drain", "POST"},
 		{http.MethodPost, p.admin.URL + "/admin/stats", "GET, HEAD"},

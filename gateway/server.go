@@ -40,6 +40,10 @@ type Server struct {
 	closes        [rooms.NumReasons]atomic.Uint64 // streams ended, by rooms.Reason
 	connects      rateMeter
 	resumes       rateMeter
+
+	muxBatchHook func()       // runs before each live batch of a multiplexed stream; tests only
+	muxStreams   atomic.Int64 // open multiplexed streams
+	muxMembers   atomic.Int64 // the room members they hold
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and
@@ -94,6 +98,8 @@ func (s *Server) Public() http.Handler {
 	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
 	r.Post("/events", s.publishBatch)
+	r.Get("/events", uncounted(s.multiStream))
+	r.Head("/events", s.muxHead)
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
 	return s.cors(s.edge(r, s.trustedOrigins()...))

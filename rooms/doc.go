@@ -18,7 +18,9 @@
 // point replay.ReadOn chooses (before the first event of a new epoch when that is
 // retained, else the head); a resync because the log lost or replaced events members
 // were given is marked Fork. A member starts at the position the room had delivered
-// when it was added (Member.Start): every later event reaches its queue.
+// when it was added (Member.Start): every later event reaches its queue. A member
+// joined with JoinBell also rings a channel it shares with others on every item
+// queued and on close, so one reader can serve many members.
 //
 // # Must not
 //

@@ -44,6 +44,8 @@ type Member struct {
 	once   sync.Once
 	reason atomic.Int32
 	open   *atomic.Int64 // the registry's count of open members
+
+	bell atomic.Pointer[chan struct{}] // rung on every queued item and on close; nil: none (see JoinBell)
 }
 
 // Room is the room's name.
@@ -109,6 +111,9 @@ func (m *Member) Close(r Reason) bool {
 		m.open.Add(-1)
 		closed = true
 	})
+	if closed {
+		m.ring()
+	}
 	return closed
 }
 
@@ -122,6 +127,7 @@ func (m *Member) offerLocked(it *Item) bool {
 		// the reader writes too) on the fan-out path.
 		select {
 		case m.queue <- it:
+			m.ring()
 			return true
 		default:
 			return false
@@ -134,6 +140,7 @@ func (m *Member) offerLocked(it *Item) bool {
 	}
 	select {
 	case m.queue <- it:
+		m.ring()
 		return true
 	default:
 		m.bytes.Add(-n)

@@ -45,6 +45,8 @@ type config struct {
 	MaxStreamsPerIP int
 	ClientIPHeader  string
 
+	MaxRoomsPerStream int
+
 	MaxBody          byteSize
 	MaxBatchBody     byteSize
 	BodyTimeout      time.Duration
@@ -95,6 +97,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
 	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 100, "concurrent streams per client address (loopback peers uncounted unless --client-ip-header is set), the --client-ip-header address behind a proxy (0: no cap)")
+	fs.IntVar(&c.MaxRoomsPerStream, "max-rooms-per-stream", 32, "distinct rooms one multiplexed stream (GET /events?room=a&room=b) may follow, 1 to 64")
 	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used); empty: the peer address")
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")

@@ -113,7 +113,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
-		AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "",
+		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "",
 		Registry: metrics,
 		Logger:   logger,
 	})

@@ -49,6 +49,7 @@ var ranges = map[string]bound{
 	"ticket-ttl":            {min: float64(time.Second), max: float64(10 * time.Minute)},
 	"max-token-age":         {min: float64(time.Minute), max: float64(365 * 24 * time.Hour)},
 	"max-anonymous-rooms":   {min: 1, max: 1e7, zero: "no cap"},
+	"max-rooms-per-stream":  {min: 1, max: 64},
 }
 
 // checkRanges checks every numeric flag against its range, and the flags whose
@@ -234,7 +235,7 @@ func (c config) effective() []any {
 		"write_timeout", fmtDuration(c.WriteTimeout), "queue", c.Queue, "queue_bytes", int64(c.QueueBytes),
 		"max_queued_bytes", int64(c.MaxQueuedBytes), "linger", fmtDuration(c.Linger),
 		"accept_rate", c.AcceptRate, "accept_burst", c.AcceptBurst, "max_streams", c.MaxStreams,
-		"max_streams_per_ip", c.MaxStreamsPerIP, "client_ip_header", c.ClientIPHeader,
+		"max_streams_per_ip", c.MaxStreamsPerIP, "client_ip_header", c.ClientIPHeader, "max_rooms_per_stream", c.MaxRoomsPerStream,
 		"max_body", int64(c.MaxBody), "max_batch_body", int64(c.MaxBatchBody),
 		"publish_token_set", c.PublishToken != "", "publish_token_file", c.PublishTokenFile,
 		"jwt_keys", c.Auth.JWTKeys.String(), "jwt_hmac_file", c.Auth.JWTHMACFile, "jwt_audience", c.Auth.JWTAudience,

@@ -69,6 +69,8 @@ export interface Gap {
 /** The stream's credential expired or was revoked (`event: reauth`). */
 export interface Reauth {
   room: string;
+  /** On a multiplexed stream: every room it ends (room is the first of them). */
+  rooms?: string[];
   /** The credential's expiry, Unix seconds (a revoked one may not have reached it). */
   exp: number;
 }
@@ -175,11 +177,16 @@ export interface SubscriptionStats {
 }
 
 export declare class Subscription {
-  constructor(target: string | URL, options?: SubscribeOptions);
+  constructor(target: string | URL | string[], options?: SubscribeOptions);
   readonly state: ConnectionState;
+  /** The rooms of a multiplexed subscription, sorted; null for one room. */
+  readonly rooms: string[] | null;
   /** URL of the current source, lastEventId parameter included, ticket left out. */
   readonly url: string;
-  /** Where a new source would resume from ('' before any event). */
+  /**
+   * Where a new source would resume from ('' before any event); for several
+   * rooms, the token of every room's position (see formatToken).
+   */
   readonly lastEventId: string;
   /** A snapshot of the counters. */
   readonly stats: SubscriptionStats;
@@ -187,9 +194,12 @@ export declare class Subscription {
   close(): void;
 }
 
-/** Subscribes to a room, by name or by stream URL. */
+/**
+ * Subscribes to a room, by name or by stream URL, or to several rooms on one
+ * stream (GET /events?room=a&room=b) by an array of names.
+ */
 export declare function subscribe<Body = unknown>(
-  target: string | URL,
+  target: string | URL | string[],
   options?: SubscribeOptions<Body>,
 ): Subscription;
 
@@ -223,4 +233,17 @@ export declare class Cursor {
   readonly lastEventId: string;
   accept(event: { room: string; epoch: string; seq: number }): Verdict;
   resync(resync: { room: string; epoch: string; seq: number; fork?: boolean }): boolean;
+  /** Sets the position of a room it knows nothing about; a known room stays. */
+  seed(room: string, pos: Position): void;
 }
+
+/** FNV-1a 32 of the sorted, distinct rooms joined by "\n": a token's room set. */
+export declare function roomSetHash(rooms: string[]): number;
+/**
+ * A multiplexed stream's resume token: "m1." set, then "." and each room's
+ * position in sorted order ("<epoch>:<seq>", a bare "<seq>", seq in base 36,
+ * or empty: from the room's start).
+ */
+export declare function formatToken(rooms: string[], positionOf: (room: string) => Position | null): string;
+/** Each room's position (null: empty) in a token of rooms; null when malformed or of other rooms. */
+export declare function parseToken(token: string, rooms: string[]): Map<string, Position | null> | null;

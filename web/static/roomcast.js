@@ -20,6 +20,11 @@
 //     reported to onReauth and answered with a new ticket;
 //   - the connection state is exposed, and close() stops everything.
 //
+// subscribe(['a', 'b'], …) follows several rooms on one stream
+// (GET /events?room=a&room=b): the same guarantees per room, and a source it
+// recreates resumes every room from a token built from its per-room cursors
+// (formatToken), so a page needs one of the browser's six connections.
+//
 // No dependencies and no build step; import it from the gateway:
 //
 //   import { subscribe } from '/roomcast.js';
@@ -131,6 +136,17 @@ export class Cursor {
   }
 
   /**
+   * Sets the position of a room the cursor knows nothing about (from a
+   * multiplexed stream's token); a known room is left where it is.
+   *
+   * @param {string} room
+   * @param {{epoch: string, seq: number}} pos
+   */
+  seed(room, pos) {
+    if (!this.#rooms.has(room)) this.#rooms.set(room, { epoch: pos.epoch, seq: pos.seq });
+  }
+
+  /**
    * Classifies an event and, unless it is a duplicate, moves the room's
    * position to it.
    *
@@ -185,6 +201,8 @@ export class Cursor {
  */
 export class Subscription {
   #base; // URL of the stream, without our lastEventId parameter
+  #rooms = null; // a multiplexed stream's rooms, sorted and distinct; null for one room
+  #unknown = []; // rooms of the current source that started without a position
   #opts;
   #cursor;
   #EventSource;
@@ -209,13 +227,24 @@ export class Subscription {
    */
   constructor(target, options = {}) {
     this.#opts = options;
-    this.#base = streamURL(target, options.baseUrl);
+    if (Array.isArray(target)) this.#rooms = roomSet(target);
+    this.#base = this.#rooms ? multiURL(this.#rooms, options.baseUrl) : streamURL(target, options.baseUrl);
     const fromURL = this.#base.searchParams.get('lastEventId');
     this.#base.searchParams.delete('lastEventId');
     this.#ticketed = typeof options.getTicket === 'function';
     // A ticket is good for one connect: one in the target URL is never reused.
     if (this.#ticketed) this.#base.searchParams.delete('ticket');
-    this.#cursor = new Cursor(options.lastEventId ?? fromURL ?? undefined);
+    const start = options.lastEventId ?? fromURL ?? undefined;
+    if (this.#rooms) {
+      this.#cursor = new Cursor();
+      if (start) {
+        const positions = parseToken(start, this.#rooms);
+        if (!positions) throw new TypeError(`roomcast: lastEventId is not a token of rooms ${this.#rooms.join(', ')}`);
+        this.#seed(positions);
+      }
+    } else {
+      this.#cursor = new Cursor(start);
+    }
     this.#EventSource = options.EventSource ?? globalThis.EventSource;
     if (typeof this.#EventSource !== 'function') {
       throw new TypeError('roomcast: this environment has no EventSource');
@@ -237,9 +266,34 @@ export class Subscription {
     return this.#url;
   }
 
-  /** The id the next new source would resume from ('' before any event). */
+  /**
+   * The id the next new source would resume from ('' before any event); for
+   * several rooms, the token of every room's position.
+   */
   get lastEventId() {
+    if (this.#rooms) {
+      if (this.#rooms.every((room) => !this.#cursor.position(room))) return '';
+      return formatToken(this.#rooms, (room) => this.#cursor.position(room));
+    }
     return this.#cursor.lastEventId;
+  }
+
+  /** The rooms of a multiplexed subscription (sorted), or null for one room. */
+  get rooms() {
+    return this.#rooms ? [...this.#rooms] : null;
+  }
+
+  // #seed gives rooms the cursor does not know the positions of a token.
+  #seed(positions) {
+    for (const [room, pos] of positions) if (pos) this.#cursor.seed(room, pos);
+  }
+
+  // #seedFrom seeds from a multiplexed frame's id, once the frame is applied:
+  // a room that has had no event yet gets its anchor from the gateway.
+  #seedFrom(id) {
+    if (!this.#rooms || !id) return;
+    const positions = parseToken(id, this.#rooms);
+    if (positions) this.#seed(positions);
   }
 
   /** Counters, for display and tests. A copy; it does not update. */
@@ -323,7 +377,7 @@ export class Subscription {
   // #resumeURL is the stream URL at the current position, without a ticket.
   #resumeURL() {
     const url = new URL(this.#base);
-    const last = this.#cursor.lastEventId;
+    const last = this.lastEventId;
     if (last) url.searchParams.set('lastEventId', last);
     return url;
   }
@@ -331,7 +385,7 @@ export class Subscription {
   // #open creates the EventSource; ticket is null without getTicket.
   #open(ticket) {
     const url = this.#resumeURL();
-    const last = this.#cursor.lastEventId;
+    const last = this.lastEventId;
     this.#url = url.href;
     if (ticket !== null) url.searchParams.set('ticket', ticket);
     if (this.#started) this.#stats.recreates++;
@@ -340,7 +394,8 @@ export class Subscription {
     // replayed (the gateway anchored that source with an id, but an EventSource
     // does not expose it). Say so once the new source is open, so that a snapshot
     // fetched then misses nothing.
-    this.#unanchored = this.#opened && !last;
+    this.#unknown = this.#rooms ? this.#rooms.filter((room) => !this.#cursor.position(room)) : (last ? [] : [roomOf(this.#base)]);
+    this.#unanchored = this.#opened && this.#unknown.length > 0;
     this.#started = true;
 
     const es = new this.#EventSource(url.href, {
@@ -384,8 +439,10 @@ export class Subscription {
     this.#setState(State.OPEN, { url: this.#url });
     if (this.#unanchored) {
       this.#unanchored = false;
-      this.#stats.resyncs++;
-      this.#report('onResync', { room: roomOf(this.#base), epoch: '', seq: 0, previous: null, unanchored: true });
+      for (const room of this.#unknown) {
+        this.#stats.resyncs++;
+        this.#report('onResync', { room, epoch: '', seq: 0, previous: null, unanchored: true });
+      }
     }
   }
 
@@ -444,6 +501,7 @@ export class Subscription {
       return;
     }
     const verdict = this.#cursor.accept(data);
+    this.#seedFrom(e.lastEventId);
     if (verdict.duplicate) {
       this.#stats.duplicates++;
       return;
@@ -473,7 +531,9 @@ export class Subscription {
       return;
     }
     const before = this.#cursor.position(data.room);
-    if (!this.#cursor.resync(data)) return;
+    const moved = this.#cursor.resync(data);
+    this.#seedFrom(e.lastEventId);
+    if (!moved) return;
     this.#stats.resyncs++;
     this.#report('onResync', {
       room: data.room, epoch: data.epoch, seq: data.seq,
@@ -503,15 +563,103 @@ export class Subscription {
 
 /**
  * Subscribes to a room. `target` is a room name (resolved against
- * options.baseUrl, by default the directory roomcast.js was loaded from) or
- * the full URL of a stream.
+ * options.baseUrl, by default the directory roomcast.js was loaded from), the
+ * full URL of a stream, or an array of room names: one multiplexed stream for
+ * all of them (GET /events?room=a&room=b).
  *
- * @param {string | URL} target
+ * @param {string | URL | string[]} target
  * @param {object} [options] see roomcast.d.ts
  * @returns {Subscription}
  */
 export function subscribe(target, options = {}) {
   return new Subscription(target, options);
+}
+
+/**
+ * The FNV-1a 32-bit hash of rooms (sorted, distinct) joined by "\n": the
+ * room set a token is bound to.
+ *
+ * @param {string[]} rooms
+ * @returns {number}
+ */
+export function roomSetHash(rooms) {
+  let h = 0x811c9dc5;
+  const text = rooms.join('\n');
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i); // room names are ASCII: one byte per character
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+/**
+ * Formats a multiplexed stream's resume token:
+ * "m1." set, then "." and one position per room in sorted order, each
+ * "<epoch>:<seq>" or a bare "<seq>" (seq in base 36), or empty for "from the
+ * room's start".
+ *
+ * @param {string[]} rooms sorted and distinct
+ * @param {(room: string) => ({epoch: string, seq: number} | null)} positionOf
+ */
+export function formatToken(rooms, positionOf) {
+  let t = `m1.${roomSetHash(rooms).toString(36)}`;
+  for (const room of rooms) {
+    const pos = positionOf(room);
+    t += '.';
+    if (pos) t += (pos.epoch ? `${pos.epoch}:` : '') + pos.seq.toString(36);
+  }
+  return t;
+}
+
+/**
+ * Parses a token of rooms (sorted, distinct): a Map of each room to its
+ * position, or to null for an empty one. Null when the token is malformed or
+ * of another room set.
+ *
+ * @param {string} token
+ * @param {string[]} rooms
+ * @returns {Map<string, {epoch: string, seq: number} | null> | null}
+ */
+export function parseToken(token, rooms) {
+  if (typeof token !== 'string' || token.length > 4096) return null;
+  const parts = token.trim().split('.');
+  if (parts.length !== rooms.length + 2 || parts[0] !== 'm1') return null;
+  if (!/^[0-9a-z]{1,7}$/.test(parts[1]) || parseInt(parts[1], 36) !== roomSetHash(rooms)) return null;
+  const out = new Map();
+  for (let i = 0; i < rooms.length; i++) {
+    const p = parts[i + 2];
+    if (p === '') {
+      out.set(rooms[i], null);
+      continue;
+    }
+    const m = /^(?:([A-Za-z0-9_-]{1,32}):)?([0-9a-z]{1,13})$/.exec(p);
+    if (!m) return null;
+    const seq = parseInt(m[2], 36);
+    out.set(rooms[i], { epoch: m[1] ?? '', seq: Number.isSafeInteger(seq) ? seq : Number.MAX_SAFE_INTEGER });
+  }
+  return out;
+}
+
+// roomSet checks, sorts and dedupes the rooms of a multiplexed subscription.
+function roomSet(list) {
+  if (list.length === 0) throw new TypeError('roomcast: subscribe needs at least one room');
+  for (const room of list) {
+    if (typeof room !== 'string' || !ROOM_PATTERN.test(room)) {
+      throw new TypeError(`roomcast: invalid room name ${JSON.stringify(room)}`);
+    }
+  }
+  // Code-unit order is byte order for room names (ASCII), as the gateway sorts.
+  return [...new Set(list)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+// multiURL is the multiplexed stream's URL for rooms.
+function multiURL(rooms, baseUrl) {
+  const base = baseUrl === undefined
+    ? new URL('.', import.meta.url)
+    : new URL(baseUrl, globalThis.location?.href ?? import.meta.url);
+  const url = new URL('events', base);
+  for (const room of rooms) url.searchParams.append('room', room);
+  return url;
 }
 
 // streamURL turns a room name or URL into an absolute URL.
@@ -545,7 +693,7 @@ function roomOf(url) {
 }
 
 // decodeReauth parses the data of `event: reauth`: {"room", "exp"}, exp in
-// Unix seconds. It returns null when the data is not that.
+// Unix seconds, and on a multiplexed stream "rooms", every room it ends. It returns null when the data is not that.
 function decodeReauth(text) {
   let data;
   try {
@@ -555,6 +703,9 @@ function decodeReauth(text) {
   }
   if (data === null || typeof data !== 'object') return null;
   if (typeof data.room !== 'string' || !Number.isSafeInteger(data.exp) || data.exp < 0) return null;
+  if (Array.isArray(data.rooms) && data.rooms.every((r) => typeof r === 'string')) {
+    return { room: data.room, rooms: data.rooms, exp: data.exp };
+  }
   return { room: data.room, exp: data.exp };
 }
 

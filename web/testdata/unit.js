@@ -5,6 +5,7 @@
 
 import {
   backoffDelay, parseEventId, formatEventId, Cursor, subscribe, State, ROOM_PATTERN,
+  roomSetHash, formatToken, parseToken,
 } from '/roomcast.js';
 
 const tests = [];
@@ -816,6 +817,133 @@ test('tickets: a source recreated before any event still reports an unanchored r
   eq(param(rec.last(), 'lastEventId'), null, 'no position');
   rec.last().open();
   eq(rec.resyncs, [{ room: 'r', epoch: '', seq: 0, previous: null, unanchored: true }], 'unanchored resync');
+  rec.sub.close();
+});
+
+// --- Multiplexed streams ----------------------------------------------------------
+
+const posOf = (obj) => (room) => obj[room] ?? null;
+
+test('tokens: the grammar the gateway pins (TestTokenExact)', () => {
+  eq(roomSetHash(['lobby', 'news']).toString(36), 'fjod8o', 'FNV-1a of "lobby\\nnews"');
+  eq(formatToken(['lobby', 'news'], posOf({ lobby: { epoch: 'k3x9q0aa', seq: 48 } })), 'm1.fjod8o.k3x9q0aa:1c.', 'token');
+});
+
+test('tokens: round trip, and another room set or a malformed token is refused', () => {
+  const rooms = ['a', 'b', 'c'];
+  const t = formatToken(rooms, posOf({ a: { epoch: 'e1', seq: 35 }, c: { epoch: '', seq: 36 } }));
+  eq([...parseToken(t, rooms)], [['a', { epoch: 'e1', seq: 35 }], ['b', null], ['c', { epoch: '', seq: 36 }]], 'parsed');
+  eq(parseToken(t, ['a', 'b', 'd']), null, 'another room set');
+  for (const bad of ['', 'e1:3', t + '.', t.replace('m1', 'm2'), t.replace('e1:z', 'e!:z'), t.replace('e1:z', 'e1:Z')]) {
+    eq(parseToken(bad, rooms), null, `malformed ${JSON.stringify(bad)}`);
+  }
+});
+
+// muxRecorder subscribes to several rooms with a fake EventSource.
+function muxRecorder(rooms, options = {}) {
+  const rec = recorder(options, rooms);
+  // sendMux fires a frame of the multiplexed stream: its id is the token of
+  // the positions the gateway has sent, given as {room: pos}.
+  rec.sendMux = (es, data, positions, type = 'message') => {
+    es.fire(type, { data: JSON.stringify(data), lastEventId: formatToken(rec.sub.rooms, posOf(positions)) });
+  };
+  return rec;
+}
+
+test('multi: one source for the rooms, sorted and distinct, and bad rooms throw', () => {
+  const rec = muxRecorder(['b', 'a', 'b']);
+  eq(rec.ES.all.length, 1, 'one source');
+  eq(rec.last().url, 'http://gw.test/events?room=a&room=b', 'url');
+  eq(rec.sub.rooms, ['a', 'b'], 'rooms');
+  rec.sub.close();
+  for (const bad of [[], ['a', 'b/c']]) {
+    let threw = false;
+    try {
+      subscribe(bad, { EventSource: fakeEventSource(), baseUrl: 'http://gw.test/' });
+    } catch (e) {
+      threw = e instanceof TypeError;
+    }
+    ok(threw, `rooms ${JSON.stringify(bad)} throw a TypeError`);
+  }
+});
+
+test('multi: dedupe and gaps per room, and a resync reported with its room', () => {
+  const rec = muxRecorder(['a', 'b']);
+  const es = rec.last();
+  es.open();
+  const at = { a: { epoch: 'e1', seq: 0 }, b: { epoch: 'e2', seq: 4 } };
+  const send = (room, seq, epoch) => {
+    at[room] = { epoch, seq };
+    rec.sendMux(es, ev(seq, epoch, room), at);
+  };
+  send('a', 1, 'e1');
+  send('b', 5, 'e2');
+  send('a', 1, 'e1'); // a duplicate of room a only
+  send('b', 7, 'e2'); // a gap in room b
+  send('a', 2, 'e1');
+  at.a = { epoch: 'e9', seq: 40 };
+  rec.sendMux(es, { room: 'a', epoch: 'e9', seq: 40 }, at, 'resync');
+  send('a', 41, 'e9');
+  eq(rec.events.map((e) => `${e.room}${e.seq}`), ['a1', 'b5', 'b7', 'a2', 'a41'], 'events');
+  eq(rec.gaps, [{ room: 'b', epoch: 'e2', from: 6, to: 6 }], 'the gap names its room');
+  eq(rec.resyncs, [{ room: 'a', epoch: 'e9', seq: 40, previous: 'e1:2' }], 'the resync names its room');
+  eq(rec.sub.stats.duplicates, 1, 'duplicates');
+  rec.sub.close();
+});
+
+test('multi: a CLOSED source is recreated with the token of every room, a quiet room from its anchor', async () => {
+  const rec = muxRecorder(['a', 'b'], { random: () => 0 });
+  const first = rec.last();
+  first.open();
+  // b has had no event: its place comes from the frames' tokens (its anchor).
+  rec.sendMux(first, ev(3, 'e1', 'a'), { a: { epoch: 'e1', seq: 3 }, b: { epoch: 'e2', seq: 7 } });
+  first.fail();
+  await tick(5);
+  const second = rec.last();
+  const want = formatToken(['a', 'b'], posOf({ a: { epoch: 'e1', seq: 3 }, b: { epoch: 'e2', seq: 7 } }));
+  eq(new URL(second.url).searchParams.get('lastEventId'), want, 'resume token');
+  eq(rec.sub.lastEventId, want, 'lastEventId');
+  second.open();
+  eq(rec.resyncs, [], 'every room had a position: nothing unanchored');
+  rec.sendMux(second, ev(8, 'e2', 'b'), { a: { epoch: 'e1', seq: 3 }, b: { epoch: 'e2', seq: 8 } });
+  eq(rec.events.map((e) => `${e.room}${e.seq}`), ['a3', 'b8'], 'events');
+  eq(rec.gaps, [], 'no gap');
+  rec.sub.close();
+});
+
+test('multi: a start token seeds every room; a source recreated before any event reports each unknown room', async () => {
+  const start = formatToken(['a', 'b', 'c'], posOf({ a: { epoch: 'e1', seq: 2 } }));
+  const rec = muxRecorder(['c', 'b', 'a'], { random: () => 0, lastEventId: start });
+  eq(new URL(rec.last().url).searchParams.get('lastEventId'), start, 'the start token');
+  rec.last().open();
+  rec.last().fail();
+  await tick(5);
+  rec.last().open();
+  eq(rec.resyncs.map((r) => `${r.room}:${r.unanchored}`), ['b:true', 'c:true'], 'unanchored rooms');
+  rec.sub.close();
+  let threw = false;
+  try {
+    muxRecorder(['a', 'x'], { lastEventId: start });
+  } catch (e) {
+    threw = e instanceof TypeError;
+  }
+  ok(threw, 'a token of other rooms throws');
+});
+
+test('multi: reauth names every room and a ticketed source resumes from the token', async () => {
+  const getTicket = ticketSource();
+  const reauths = [];
+  const rec = muxRecorder(['a', 'b'], { getTicket, random: () => 0, onReauth: (r) => reauths.push(r) });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  const first = rec.last();
+  first.open();
+  const at = { a: { epoch: 'e1', seq: 1 }, b: { epoch: 'e2', seq: 0 } };
+  rec.sendMux(first, ev(1, 'e1', 'a'), at);
+  first.fire('reauth', { data: JSON.stringify({ room: 'a', rooms: ['a', 'b'], exp: 1795960692 }) });
+  eq(reauths, [{ room: 'a', rooms: ['a', 'b'], exp: 1795960692 }], 'onReauth');
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  eq(param(rec.last(), 'lastEventId'), formatToken(['a', 'b'], posOf(at)), 'resumes every room');
+  ok(param(rec.last(), 'ticket'), 'with a new ticket');
   rec.sub.close();
 });
 

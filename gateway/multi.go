@@ -1,0 +1,487 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/rooms"
+)
+
+// A multiplexed stream, GET /events?room=a&room=b…, follows several rooms on one
+// connection. Its frames are those of the rooms' own streams, except that each id is
+// the stream's resume token (replay.ParseToken), which holds every room's position.
+// The request goroutine serves every room: the members ring one bell
+// (rooms.JoinBell), and each write batch takes at most a per-room budget from each
+// queue in turn, so a busy room cannot starve the others.
+
+// MaxRoomsPerStreamLimit is the largest MaxRoomsPerStream accepted: 64 rooms'
+// token stays within replay.MaxTokenLen.
+const MaxRoomsPerStreamLimit = 64
+
+// minRoomBudget is the fewest items a room may take from its queue per write batch.
+const minRoomBudget = 8
+
+var (
+	errBadRooms = newError(http.StatusBadRequest, "invalid_rooms",
+		"name the stream's rooms as ?room=a&room=b, each 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
+	errBadToken = newError(http.StatusBadRequest, "invalid_last_event_id",
+		"the resume point of a multiplexed stream is a token of the same rooms, as its frames' ids carry")
+)
+
+func errTooManyRooms(max int) *apiError {
+	return newError(http.StatusBadRequest, "too_many_rooms", "a stream follows at most "+strconv.Itoa(max)+" distinct rooms")
+}
+
+// streamRooms reads a multiplexed stream's rooms: sorted, distinct and valid.
+func (s *Server) streamRooms(r *http.Request) ([]string, *apiError) {
+	names := r.URL.Query()["room"]
+	if len(names) == 0 {
+		return nil, errBadRooms
+	}
+	for _, n := range names {
+		if !replay.ValidRoom(n) {
+			return nil, errBadRooms
+		}
+	}
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if len(names) > s.cfg.MaxRoomsPerStream {
+		return nil, errTooManyRooms(s.cfg.MaxRoomsPerStream)
+	}
+	return names, nil
+}
+
+// muxResumePoint reads a multiplexed stream's token: the Last-Event-ID header, else
+// the lastEventId query parameter (the header wins, as for one room).
+func muxResumePoint(r *http.Request, names []string) ([]replay.Position, []bool, bool, *apiError) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("lastEventId")
+	}
+	if v == "" {
+		return nil, nil, false, nil
+	}
+	pos, anchored, err := replay.ParseToken(v, names)
+	if err != nil {
+		return nil, nil, false, errBadToken
+	}
+	return pos, anchored, true, nil
+}
+
+// muxHead answers a HEAD of a multiplexed stream: the checks of a GET, without
+// joining, and without redeeming a ticket (see streamHead).
+func (s *Server) muxHead(w http.ResponseWriter, r *http.Request) {
+	names, aerr := s.streamRooms(r)
+	if aerr == nil {
+		_, _, _, aerr = muxResumePoint(r, names)
+	}
+	if aerr == nil && !r.URL.Query().Has("ticket") {
+		_, aerr, _ = s.subscriber(r, names...)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s.openStream(w)
+	w.WriteHeader(http.StatusOK)
+}
+
+// muxRoom is one room of a multiplexed stream.
+type muxRoom struct {
+	name string
+	m    *rooms.Member
+	q    <-chan *rooms.Item
+	sent replay.Position
+	enc  []byte // sent as the token's part: "." and the position
+}
+
+func (r *muxRoom) set(p replay.Position) {
+	r.sent = p
+	r.enc = replay.AppendTokenPos(r.enc[:0], p, false)
+}
+
+// muxStream is the state of one multiplexed stream, owned by its request goroutine.
+type muxStream struct {
+	s     *Server
+	sw    *streamWriter
+	rooms []muxRoom
+	head  []byte // the token's prefix and room set
+	bell  chan struct{}
+	// beforeBatch, when set, runs before each live batch is gathered (tests hold it
+	// to let queues fill).
+	beforeBatch func()
+}
+
+// appendID appends the frame's id line: the token of every room's sent position.
+func (ms *muxStream) appendID(dst []byte) []byte {
+	dst = append(dst, "id: "...)
+	dst = append(dst, ms.head...)
+	for i := range ms.rooms {
+		dst = append(dst, ms.rooms[i].enc...)
+	}
+	return append(dst, '\n')
+}
+
+// appendFrame appends a room's frame with the token as its id in place of the
+// room's own.
+func (ms *muxStream) appendFrame(dst, frame []byte) []byte {
+	if bytes.HasPrefix(frame, []byte("id: ")) {
+		if i := bytes.IndexByte(frame, '\n'); i >= 0 {
+			frame = frame[i+1:]
+		}
+	}
+	return append(ms.appendID(dst), frame...)
+}
+
+func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
+	names, aerr := s.streamRooms(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	from, anchored, resumed, aerr := muxResumePoint(r, names)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	who, aerr, down := s.subscriber(r, names...)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	sw := s.openStream(w)
+	turnAway := func() { _ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax))) }
+	if down {
+		s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
+		turnAway()
+		return
+	}
+	// One stream is one admission, whatever its rooms.
+	release, reject := s.admission.admit(r)
+	if reject == "" && !s.drain.Accepting() {
+		release()
+		reject = rejectDraining
+	}
+	if reject == "" && who.Source == auth.SourceAnonymous {
+		// The anonymous cap counts rooms: each room of the stream holds one.
+		for _, name := range names {
+			releaseRoom, ok := s.sessions.holdAnonymous(name)
+			if !ok {
+				release()
+				reject = rejectAnonymousRooms
+				break
+			}
+			releaseAll := release
+			release = func() { releaseRoom(); releaseAll() }
+		}
+	}
+	if reject != "" {
+		s.m.streamsTurned.WithLabelValues(reject).Inc()
+		turnAway()
+		return
+	}
+	defer release()
+
+	ctx := r.Context()
+	ms := &muxStream{s: s, sw: sw, rooms: make([]muxRoom, 0, len(names)), bell: make(chan struct{}, 1),
+		head: replay.AppendTokenHead(nil, names), beforeBatch: s.muxBatchHook}
+	defer func() {
+		for i := range ms.rooms {
+			s.rooms.Leave(ms.rooms[i].m)
+		}
+	}()
+	for _, name := range names {
+		m, err := s.rooms.JoinBell(ctx, name, ms.bell)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("stream join failed", "room", name, "err", err)
+				s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
+				turnAway()
+			}
+			return
+		}
+		ms.rooms = append(ms.rooms, muxRoom{name: name, m: m, q: m.Queue()})
+	}
+	// The stream is one connection in /admin/stats, however many members it holds.
+	s.muxStreams.Add(1)
+	s.muxMembers.Add(int64(len(ms.rooms)))
+	defer func() { s.muxStreams.Add(-1); s.muxMembers.Add(-int64(len(ms.rooms))) }()
+	// Revocation and expiry end the stream through its first member, which rings
+	// the bell; the stream counts once for its user.
+	first := ms.rooms[0].m
+	defer s.sessions.add(who, first)()
+	defer expireAt(first, who.Expires)()
+	if !who.Expires.IsZero() {
+		sw.credExp = who.Expires.Unix()
+	}
+	if !s.drain.Accepting() {
+		ms.end(rooms.ReasonShed)
+		return
+	}
+	// Every room starts where its member joined, or where the token resumes it.
+	for i := range ms.rooms {
+		if resumed && !anchored[i] {
+			ms.rooms[i].set(from[i])
+		} else {
+			ms.rooms[i].set(ms.rooms[i].m.Start())
+		}
+	}
+	// The anchor: the token of every room's starting point, so a reconnect before the
+	// first event resumes every room from there (and an empty position of the
+	// token it resumed from is filled in).
+	open := retryFrame(make([]byte, 0, 64+len(ms.head)+24*len(ms.rooms)), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
+	open = append(ms.appendID(open), '\n')
+	if err := sw.write(open); err != nil {
+		ms.end(reasonFor(ctx, err))
+		return
+	}
+	now := time.Now()
+	s.connects.add(now)
+	if resumed {
+		s.resumes.add(now)
+		s.m.streamsOpened.WithLabelValues("true").Inc()
+		for i := range ms.rooms {
+			if anchored[i] {
+				continue
+			}
+			if err := ms.replay(ctx, i); err != nil {
+				ms.end(reasonFor(ctx, err))
+				return
+			}
+		}
+	} else {
+		s.m.streamsOpened.WithLabelValues("false").Inc()
+	}
+	ms.end(ms.live(ctx))
+}
+
+// replay writes room i's history after its sent position, as Server.replay does
+// for one room, each frame carrying the token.
+func (ms *muxStream) replay(ctx context.Context, i int) error {
+	s, r := ms.s, &ms.rooms[i]
+	bp := bufPool.Get().(*[]byte)
+	defer putBuf(bp)
+	for {
+		rd, err := replay.ReadOn(ctx, s.log, r.name, r.sent, s.cfg.ReplayBatch)
+		if err != nil {
+			return err
+		}
+		buf := (*bp)[:0]
+		if rd.Resync {
+			s.m.resyncsSent.Inc()
+			r.set(rd.From)
+			buf = ms.appendFrame(buf, resyncFrame(r.name, rd.From, rd.Fork))
+		}
+		n := 0
+		for _, ev := range rd.Events {
+			r.set(ev.Position())
+			buf = ms.appendFrame(buf, EventFrame(ev))
+			n++
+			if len(buf) >= batchBytes {
+				if err := ms.sw.write(buf); err != nil {
+					*bp = buf[:0]
+					return err
+				}
+				s.countDelivered(n)
+				buf, n = buf[:0], 0
+			}
+		}
+		if len(buf) > 0 {
+			if err := ms.sw.write(buf); err != nil {
+				*bp = buf[:0]
+				return err
+			}
+			s.countDelivered(n)
+		}
+		*bp = buf[:0]
+		if r.sent.Epoch == "" {
+			// A bare seq in the current epoch: pin it for the live dedup.
+			r.set(replay.Position{Epoch: rd.Head.Epoch, Seq: r.sent.Seq})
+		}
+		if len(rd.Events) < s.cfg.ReplayBatch {
+			return nil
+		}
+	}
+}
+
+// live serves every room's queue until the stream ends and returns why. A wake-up
+// gathers one batch: from each room in turn, starting one room further each batch,
+// at most the per-room budget; whatever is left is taken by the next batch, without
+// waiting for another ring.
+func (ms *muxStream) live(ctx context.Context) rooms.Reason {
+	s := ms.s
+	quiet := s.cfg.Heartbeat / 2
+	hb := time.NewTicker(quiet)
+	defer hb.Stop()
+	stop := context.AfterFunc(ctx, func() {
+		for i := range ms.rooms {
+			ms.rooms[i].m.Close(rooms.ReasonClientGone)
+		}
+	})
+	defer stop()
+	budget := max(batchItems/len(ms.rooms), minRoomBudget)
+	next := 0
+	more := true // items may have been queued before the bell was set
+	var reread []int
+	for {
+		if !more {
+			select {
+			case <-ms.bell:
+			case now := <-hb.C:
+				if now.Sub(ms.sw.last) >= quiet {
+					if err := ms.sw.write(heartbeatFrame); err != nil {
+						return rooms.ReasonWriteFailed
+					}
+				}
+				continue
+			}
+		}
+		for i := range ms.rooms {
+			if reason := ms.rooms[i].m.Reason(); reason != 0 {
+				return reason
+			}
+		}
+		if ms.beforeBatch != nil {
+			ms.beforeBatch()
+		}
+		more = false
+		bp := bufPool.Get().(*[]byte)
+		buf, n := (*bp)[:0], 0
+		reread = reread[:0]
+		k := 0
+		for ; k < len(ms.rooms) && len(buf) < batchBytes; k++ {
+			i := (next + k) % len(ms.rooms)
+			r := &ms.rooms[i]
+			taken, charged := 0, 0
+		room:
+			for taken < budget {
+				select {
+				case it := <-r.q:
+					taken++
+					charged += r.m.Charge(it)
+					if readable(it, r.sent) {
+						reread = append(reread, i)
+						break room
+					}
+					buf, n = ms.appendItem(buf, n, r, it)
+				default:
+					break room
+				}
+			}
+			r.m.ReleaseBytes(charged)
+			if taken == budget {
+				more = true
+			}
+		}
+		if k < len(ms.rooms) {
+			more = true // the batch filled up before every room had its turn
+			next = (next + k) % len(ms.rooms)
+		} else {
+			next = (next + 1) % len(ms.rooms)
+		}
+		var err error
+		if len(buf) > 0 {
+			err = ms.sw.write(buf)
+		}
+		*bp = buf[:0]
+		putBuf(bp)
+		if err != nil {
+			return rooms.ReasonWriteFailed
+		}
+		s.countDelivered(n)
+		for _, i := range reread {
+			// The room resynced past history this stream can still read: read it
+			// on from the log; the queue's copies are then skipped.
+			if err := ms.replay(ctx, i); err != nil {
+				return reasonFor(ctx, err)
+			}
+			more = true
+		}
+	}
+}
+
+// appendItem is Server.appendItem for one room of the stream: the frame goes out
+// with the token, unless the room already sent its position.
+func (ms *muxStream) appendItem(buf []byte, n int, r *muxRoom, it *rooms.Item) ([]byte, int) {
+	s := ms.s
+	switch {
+	case it.Fork:
+		s.m.resyncsSent.Inc()
+		r.set(it.Pos)
+		return ms.appendFrame(buf, ForkFrame(r.name, it.Pos)), n
+	case it.Pos.Epoch == r.sent.Epoch && it.Pos.Seq <= r.sent.Seq:
+		return buf, n
+	case it.Resync:
+		s.m.resyncsSent.Inc()
+	case r.sent.Epoch != "" && it.Pos.Epoch != r.sent.Epoch:
+		s.m.resyncsSent.Inc()
+		at := replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}
+		r.set(at)
+		buf = ms.appendFrame(buf, ResyncFrame(r.name, at))
+		fallthrough
+	default:
+		n++
+	}
+	r.set(it.Pos)
+	return ms.appendFrame(buf, it.Frame), n
+}
+
+// end finishes a multiplexed stream as Server.end does one: every member closes
+// with the reason, and a reauth names every room.
+func (ms *muxStream) end(reason rooms.Reason) {
+	s, sw := ms.s, ms.sw
+	if reason != rooms.ReasonWriteFailed {
+		for i := range ms.rooms {
+			if r := ms.rooms[i].m.Reason(); r != 0 {
+				reason = r
+				break
+			}
+		}
+	}
+	for i := range ms.rooms {
+		ms.rooms[i].m.Close(reason)
+	}
+	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
+	if int(reason) < len(s.closes) {
+		s.closes[reason].Add(1)
+	}
+	switch reason {
+	case rooms.ReasonShed, rooms.ReasonShutdown:
+		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+	case rooms.ReasonReauth:
+		exp := sw.credExp
+		if exp == 0 || exp > time.Now().Unix() {
+			exp = time.Now().Unix()
+		}
+		_ = sw.write(retryFrame(ms.reauthFrame(exp), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// reauthFrame is a single room's reauth notice, naming the first room as "room" and
+// every room as "rooms": {"room","rooms":[…],"exp"}. It carries no id.
+func (ms *muxStream) reauthFrame(exp int64) []byte {
+	b := make([]byte, 0, 64+24*len(ms.rooms))
+	b = append(b, "event: reauth\ndata: {\"room\":\""...)
+	b = append(b, ms.rooms[0].name...)
+	b = append(b, "\",\"rooms\":["...)
+	for i := range ms.rooms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, ms.rooms[i].name...)
+		b = append(b, '"')
+	}
+	b = append(b, "],\"exp\":"...)
+	b = strconv.AppendInt(b, exp, 10)
+	return append(b, "}\n\n"...)
+}

@@ -1,0 +1,115 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// wireCounter reads a stream to its end, counting the bytes and the events
+// ("data: " lines) that arrive.
+type wireCounter struct {
+	bytes, events atomic.Int64
+}
+
+func (c *wireCounter) read(r io.Reader) {
+	marker := []byte("\ndata: ")
+	buf := make([]byte, 64<<10)
+	// A marker split across two reads is counted in the joint: the end of one read
+	// and the start of the next, each shorter than a marker.
+	joint := make([]byte, 0, 2*len(marker))
+	tail := 0
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			c.bytes.Add(int64(n))
+			joint = append(joint[:tail], buf[:min(n, len(marker)-1)]...)
+			k := bytes.Count(joint, marker) + bytes.Count(buf[:n], marker)
+			c.events.Add(int64(k))
+			tail = min(n, len(marker)-1)
+			joint = append(joint[:0], buf[n-tail:n]...)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// BenchmarkMultiplexed compares one multiplexed stream of 32 rooms with 32
+// single-room streams, over the same events (published round-robin to the rooms,
+// straight into the log): ns and wire bytes per delivered event.
+func BenchmarkMultiplexed(b *testing.B) {
+	const nRooms = 32
+	rooms := make([]string, nRooms)
+	for i := range rooms {
+		rooms[i] = "bench-room-" + strconv.Itoa(i)
+	}
+	msg := replay.Message{Body: json.RawMessage(`{"text":"hello, room","n":12345}`)}
+	for _, mode := range []string{"mux", "single"} {
+		b.Run(mode+"-32", func(b *testing.B) {
+			p := newPod(b, podConfig{queue: 8192})
+			var counters []*wireCounter
+			open := func(u string) {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil || res.StatusCode != http.StatusOK {
+					b.Fatalf("open %s: %v", u, err)
+				}
+				c := &wireCounter{}
+				done := make(chan struct{})
+				go func() { c.read(res.Body); close(done) }()
+				b.Cleanup(func() { cancel(); <-done; res.Body.Close() })
+				counters = append(counters, c)
+			}
+			if mode == "mux" {
+				open(muxURL(p.public.URL, rooms, ""))
+			} else {
+				for _, room := range rooms {
+					open(p.public.URL + "/rooms/" + room + "/events")
+				}
+			}
+			delivered := func() (n, bytes int64) {
+				for _, c := range counters {
+					n += c.events.Load()
+					bytes += c.bytes.Load()
+				}
+				return n, bytes
+			}
+			_, before := delivered()
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			const chunk = 2048 // published at a time, then delivered, so no queue overflows
+			for i := 0; i < b.N; {
+				end := min(i+chunk, b.N)
+				for ; i < end; i++ {
+					if _, err := p.mem.Append(ctx, rooms[i%nRooms], msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for {
+					if n, _ := delivered(); n >= int64(end) {
+						break
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+			b.StopTimer()
+			n, after := delivered()
+			if n != int64(b.N) {
+				b.Fatalf("%d events delivered, want %d", n, b.N)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/event")
+			b.ReportMetric(float64(after-before)/float64(b.N), "wire-B/event")
+		})
+	}
+}
