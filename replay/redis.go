@@ -172,6 +172,9 @@ type RedisLog struct {
 
 	revs redisRevocations // revocation watching (control_redis.go)
 
+	group groupCommit // Appends waiting for, or in, a flush (redis_group.go)
+	slots slotMap     // cluster slot owners, for flushes that WAIT
+
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
 	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
@@ -200,6 +203,10 @@ type RedisStats struct {
 	// BadRevocations counts revocations read from Redis (set members and notices)
 	// and ticket values that failed validation; each was skipped.
 	BadRevocations uint64
+	// GroupFlushes counts the round trips (DoMulti calls) that carried single
+	// Appends, and GroupAppends the Appends they carried: concurrent Appends share
+	// a flush, so GroupAppends/GroupFlushes is the mean group size.
+	GroupFlushes, GroupAppends uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -324,6 +331,9 @@ func (l *RedisLog) Stats() RedisStats {
 		BadEntries:    l.badEntries.Load(),
 
 		BadRevocations: l.revs.bad.Load(),
+
+		GroupFlushes: l.group.flushes.Load(),
+		GroupAppends: l.group.events.Load(),
 	}
 }
 
@@ -372,7 +382,7 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
-	ev, err := l.append(cctx, room, m)
+	ev, err := l.commit(cctx, room, m)
 	if err != nil {
 		return Event{}, fmt.Errorf("replay: append %q: %w", room, l.mapErr(ctx, err))
 	}
@@ -498,10 +508,10 @@ func decodePublish(res rueidis.RedisResult, room string, m Message) (Event, erro
 }
 
 // AppendBatch appends msgs[i] to rooms[i] for every i, pipelined: one round trip per
-// node, however many rooms. Results are in order; each item fails alone. Items that
-// hit a retryable error are retried one by one, so seqs within one room follow the
-// batch order except after such a retry. With WaitReplicas set the items run
-// concurrently, each with its own WAIT. A length mismatch fails every item with
+// node, however many rooms, with WaitReplicas set the WAIT included (see
+// redis_group.go). Results are in order; each item fails alone. Items that hit a
+// retryable error are retried one by one, so seqs within one room follow the batch
+// order except after such a retry. A length mismatch fails every item with
 // ErrInvalid.
 func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Message) ([]Event, []error) {
 	n := max(len(rooms), len(msgs))
@@ -524,59 +534,35 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
-	var cmds []rueidis.Completed
+	var ps []*pendingAppend
 	var idx []int
 	for i := range msgs {
 		if !validMessage(rooms[i], msgs[i]) {
 			errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], ErrInvalid)
 			continue
 		}
-		if l.cfg.WaitReplicas == 0 {
-			cmds = append(cmds, l.publishCmd(l.client.B(), rooms[i], msgs[i]))
-		}
+		ps = append(ps, &pendingAppend{room: rooms[i], msg: msgs[i]})
 		idx = append(idx, i)
 	}
-	if l.cfg.WaitReplicas > 0 {
-		l.appendEach(cctx, ctx, idx, rooms, msgs, evs, errs)
+	if len(ps) == 0 {
 		return evs, errs
 	}
-	if len(cmds) > 0 {
-		for j, res := range l.client.DoMulti(cctx, cmds...) {
-			i := idx[j]
-			ev, err := decodePublish(res, rooms[i], msgs[i])
-			ran := mayHaveRun(err)
-			if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
-				l.retries.Add(1)
-				ev, err = l.append(cctx, rooms[i], msgs[i])
-			}
-			err = unknownIf(ran, err)
-			if err != nil {
-				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
-				continue
-			}
-			evs[i] = ev
+	l.flush(cctx, ps)
+	for j, p := range ps {
+		i := idx[j]
+		ev, err := p.ev, p.err
+		ran := mayHaveRun(err)
+		if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
+			l.retries.Add(1)
+			ev, err = l.append(cctx, rooms[i], msgs[i])
 		}
+		if err = unknownIf(ran, err); err != nil {
+			errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
+			continue
+		}
+		evs[i] = ev
 	}
 	return evs, errs
-}
-
-// appendEach runs the items at idx concurrently, a few at a time.
-func (l *RedisLog) appendEach(cctx, ctx context.Context, idx []int, rooms []string, msgs []Message, evs []Event, errs []error) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, i := range idx {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ev, err := l.append(cctx, rooms[i], msgs[i])
-			if err != nil {
-				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
-				return
-			}
-			evs[i] = ev
-		})
-	}
-	wg.Wait()
 }
 
 // Ping checks that the backend answers, within Timeout.
