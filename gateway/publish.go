@@ -174,15 +174,23 @@ type batchAppender interface {
 func (s *Server) appendMany(ctx context.Context, rooms []string, msgs []replay.Message) ([]replay.Event, []*apiError) {
 	evs := make([]replay.Event, len(msgs))
 	aerrs := make([]*apiError, len(msgs))
+	// One deadline for the whole batch, as for a pipelined one.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
 	ba, ok := s.log.(batchAppender)
 	if !ok {
 		for i := range msgs {
-			evs[i], aerrs[i] = s.append(ctx, rooms[i], msgs[i])
+			start := time.Now()
+			ev, err := s.log.Append(ctx, rooms[i], msgs[i])
+			if err != nil {
+				aerrs[i] = s.publishFailed(ctx, rooms[i], err)
+				continue
+			}
+			s.recordPublished(time.Since(start))
+			evs[i] = ev
 		}
 		return evs, aerrs
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
-	defer cancel()
 	start := time.Now()
 	evs, errs := ba.AppendBatch(ctx, rooms, msgs)
 	took := time.Since(start)

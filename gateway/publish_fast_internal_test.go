@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"testing/iotest"
 
@@ -64,4 +65,63 @@ func TestAppendPublishedIsTheJSONAnswer(t *testing.T) {
 			t.Errorf("answer %q, want %q", got, want.Bytes())
 		}
 	}
+}
+
+// TestBatchResultsAreTheJSONAnswer: the hand-written batch answer is byte for byte
+// what encoding/json wrote, escaping included.
+func TestBatchResultsAreTheJSONAnswer(t *testing.T) {
+	results := []batchResult{
+		{Status: 201, Room: "a.b~c", Epoch: "k3x9q2ab", Seq: 7},
+		{Status: 400, Room: "<b>{\"x\n\u2028", Error: "invalid_room", Message: "room names are 1 to 128 characters"},
+		{Status: 201, Room: "z", Epoch: "0", Seq: replay.MaxSeq},
+		{Status: 503, Room: "q", Error: "unavailable", Message: "the event log is unavailable; the event was not published"},
+	}
+	want := make([]batchResult, len(results))
+	copy(want, results)
+	for i := range want {
+		if want[i].Status == 201 {
+			want[i].ID = want[i].Epoch + ":" + strconv.FormatUint(want[i].Seq, 10)
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(want); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	writeBatchResults(rec, results)
+	if got := rec.Body.String(); got != buf.String() {
+		t.Errorf("answer\n%s\nwant\n%s", got, buf.String())
+	}
+}
+
+// FuzzDecodeBatch: the one-pass decoding and the item-by-item one agree on every
+// body the one-pass decoding takes.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add([]byte(`[{"room":"a","type":"t","body":{"x":[1,2]},"idempotencyKey":"k"}]`))
+	f.Add([]byte(`[null,{"ROOM":"b","body":"s"},{"room":"c","room":"d","body":1}]`))
+	f.Add([]byte(`[1,{"room":2}]`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		items, bad, aerr := decodeBatch(raw)
+		var raws []json.RawMessage
+		if err := json.Unmarshal(raw, &raws); err != nil || raws == nil {
+			if aerr == nil {
+				t.Fatalf("%q: decoded %d items, but it is not a JSON array", raw, len(items))
+			}
+			return
+		}
+		if aerr != nil || len(items) != len(raws) {
+			t.Fatalf("%q: %v, %d items for %d", raw, aerr, len(items), len(raws))
+		}
+		for i, r := range raws {
+			var it batchItem
+			err := json.Unmarshal(r, &it)
+			if (err != nil) != (bad != nil && bad[i] != nil) {
+				t.Fatalf("%q item %d: alone %v, in the batch %v", raw, i, err, bad)
+			}
+			if err == nil && (it.Room != items[i].Room || it.Type != items[i].Type ||
+				it.IdempotencyKey != items[i].IdempotencyKey || !bytes.Equal(it.Body, items[i].Body)) {
+				t.Fatalf("%q item %d: alone %+v, in the batch %+v", raw, i, it, items[i])
+			}
+		}
+	})
 }
