@@ -261,26 +261,59 @@ func TestRedisGroupCommitWaitsOncePerFlush(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, redistest.ClusterConfig{})
 	l := newRedisLog(t, c.Addrs(), replay.RedisConfig{WaitReplicas: 1, Timeout: 10 * time.Second})
-	room := redistest.Prefix(t)
-	mustAppend(t, l, room, msgN(0))
-	primary := c.NodeForKey(t, "room:{"+room+"}")
-	const n = 32
-	rooms, msgs := make([]string, n), make([]replay.Message, n)
-	for i := range rooms {
-		rooms[i], msgs[i] = room, msgN(i+1)
-	}
-	waits := cmdCalls(t, primary, "wait")
-	_, errs := heldFlush(t, l, primary, rooms, msgs)
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
+	primaries := c.Primaries(t)
+	waits := func() int {
+		n := 0
+		for _, p := range primaries {
+			n += cmdCalls(t, p, "wait")
 		}
+		return n
 	}
-	if got := cmdCalls(t, primary, "wait") - waits; got < 1 || got > 2 {
-		t.Errorf("%d appends to one room ran WAIT %d times, want once per flush (1 or 2)", n, got)
-	}
-	// Every append succeeded, so the WAIT that covered it saw the replica: an
-	// event is acknowledged only then (TestRedisWaitReplicas checks the refusal).
+
+	t.Run("Single", func(t *testing.T) {
+		room := redistest.Prefix(t)
+		mustAppend(t, l, room, msgN(0))
+		primary := c.NodeForKey(t, "room:{"+room+"}")
+		const n = 32
+		rooms, msgs := make([]string, n), make([]replay.Message, n)
+		for i := range rooms {
+			rooms[i], msgs[i] = room, msgN(i+1)
+		}
+		before := waits()
+		_, errs := heldFlush(t, l, primary, rooms, msgs)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+		}
+		// Every append succeeded, so the WAIT that covered it saw the replica: an
+		// event is acknowledged only then (TestRedisWaitReplicas checks the refusal).
+		if got := waits() - before; got < 1 || got > 2 {
+			t.Errorf("%d appends to one room ran WAIT %d times, want once per flush (1 or 2)", n, got)
+		}
+	})
+
+	t.Run("Batch", func(t *testing.T) {
+		prefix := redistest.Prefix(t)
+		const n, nrooms = 90, 30
+		rooms, msgs := make([]string, n), make([]replay.Message, n)
+		for i := range rooms {
+			rooms[i], msgs[i] = prefix+strconv.Itoa(i%nrooms), msgN(i)
+		}
+		before := waits()
+		evs, errs := l.AppendBatch(context.Background(), rooms, msgs)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+			if want := uint64(i/nrooms + 1); evs[i].Seq != want {
+				t.Fatalf("item %d: seq %d, want %d", i, evs[i].Seq, want)
+			}
+		}
+		if got := waits() - before; got < 1 || got > len(primaries) {
+			t.Errorf("a batch of %d over %d rooms ran WAIT %d times, want at most once per primary (%d)", n, nrooms, got, len(primaries))
+		}
+	})
 }
 
 func TestRedisGroupCommitOneFailureFailsOnePublish(t *testing.T) {
