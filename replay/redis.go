@@ -142,7 +142,8 @@ func (c *RedisConfig) fill() error {
 // events, a connection's reader for zero Events), never after Unsubscribe returns.
 // It must not block: a blocked ring stalls the connection every room on that node
 // shares. Locks, in order: a flight's mu, RedisLog.mu, a subscription's ringMu
-// (held while ring runs). None is held across Redis I/O.
+// (held while ring runs). The group commit's mu and the slot map's mu are leaves,
+// never held while taking another. None is held across Redis I/O.
 type RedisLog struct {
 	cfg    RedisConfig
 	client rueidis.Client // set once, under mu, before connected turns true
