@@ -40,15 +40,16 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	raw, aerr := readBody(w, r, s.cfg.MaxBatchBody)
-	if aerr != nil {
+	bp := getBody()
+	defer putBody(bp)
+	if aerr := readBodyInto(bp, r, s.cfg.MaxBatchBody); aerr != nil {
 		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 		writeError(w, aerr)
 		return
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
-		writeError(w, newError(http.StatusBadRequest, "invalid_json", "the body must be a JSON array of {room, type, body}"))
+	items, bad, aerr := decodeBatch(*bp)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	switch {
@@ -60,18 +61,17 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]batchResult, len(items))
-	var idx []int
-	var rooms []string
-	var msgs []replay.Message
-	for i, rawItem := range items {
-		res := &results[i]
-		var it batchItem
-		if err := json.Unmarshal(rawItem, &it); err != nil {
-			res.fail(newError(http.StatusBadRequest, "invalid_item", "an item must be an object {room, type, body}"))
+	idx := make([]int, 0, len(items))
+	rooms := make([]string, 0, len(items))
+	msgs := make([]replay.Message, 0, len(items))
+	for i := range items {
+		res, it := &results[i], &items[i]
+		if bad != nil && bad[i] != nil {
+			res.fail(bad[i])
 			continue
 		}
 		res.Room = it.Room
-		msg, aerr := s.validateItem(it)
+		msg, aerr := s.validateItem(*it)
 		if aerr == nil {
 			// Each item is checked against the grants: one outside them fails alone.
 			aerr = s.mayPublish(p, it.Room)
@@ -90,9 +90,10 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		ev := evs[j]
-		results[i] = batchResult{Status: http.StatusCreated, Room: rooms[j], Epoch: ev.Epoch, Seq: ev.Seq, ID: ev.ID()}
+		// The id is written from epoch and seq (appendBatchResult).
+		results[i] = batchResult{Status: http.StatusCreated, Room: rooms[j], Epoch: ev.Epoch, Seq: ev.Seq}
 	}
-	writeJSON(w, http.StatusOK, results)
+	writeBatchResults(w, results)
 }
 
 func (res *batchResult) fail(aerr *apiError) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"os"
 	"time"
@@ -37,7 +36,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	writeJSON(w, http.StatusCreated, published{Room: room, Epoch: ev.Epoch, Seq: ev.Seq, ID: ev.ID()})
+	writePublished(w, room, ev)
 }
 
 // parsePublish validates a single publish request in the order a client would fix
@@ -55,7 +54,7 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 		return replay.Message{}, "", aerr
 	}
 	typ := r.Header.Get("Event-Type")
-	if typ == "" {
+	if typ == "" && r.URL.RawQuery != "" {
 		typ = r.URL.Query().Get("type")
 	}
 	if typ != "" && !replay.ValidType(typ) {
@@ -65,18 +64,20 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 	if key != "" && !validIdempotencyKey(key) {
 		return replay.Message{}, "", errBadIdemKey
 	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || (mt != "application/json" && mt != "text/plain") {
+	mt, ok := publishMediaType(r.Header.Get("Content-Type"))
+	if !ok {
 		return replay.Message{}, "", errMediaType
 	}
 	if aerr := contentEncodingError(r); aerr != nil {
 		return replay.Message{}, "", aerr
 	}
-	raw, aerr := readBody(w, r, s.cfg.MaxBody)
-	if aerr != nil {
+	bp := getBody()
+	defer putBody(bp)
+	if aerr := readBodyInto(bp, r, s.cfg.MaxBody); aerr != nil {
 		return replay.Message{}, "", aerr
 	}
-	body, aerr := encode(mt, raw, s.cfg.MaxBody)
+	// encode copies what it keeps: the pooled buffer goes back at once.
+	body, aerr := encode(mt, *bp, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, "", aerr
 	}
@@ -129,12 +130,11 @@ func EncodeBody(mediaType string, raw []byte) (json.RawMessage, *apiError) {
 	if !utf8.Valid(raw) {
 		return nil, errInvalidUTF8
 	}
-	var out bytes.Buffer
-	out.Grow(len(raw))
-	if err := json.Compact(&out, raw); err != nil {
+	out, err := compactJSON(raw)
+	if err != nil {
 		return nil, errInvalidJSON
 	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // validIdempotencyKey accepts 1 to 255 printable ASCII characters.
@@ -174,15 +174,23 @@ type batchAppender interface {
 func (s *Server) appendMany(ctx context.Context, rooms []string, msgs []replay.Message) ([]replay.Event, []*apiError) {
 	evs := make([]replay.Event, len(msgs))
 	aerrs := make([]*apiError, len(msgs))
+	// One deadline for the whole batch, as for a pipelined one.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
 	ba, ok := s.log.(batchAppender)
 	if !ok {
 		for i := range msgs {
-			evs[i], aerrs[i] = s.append(ctx, rooms[i], msgs[i])
+			start := time.Now()
+			ev, err := s.log.Append(ctx, rooms[i], msgs[i])
+			if err != nil {
+				aerrs[i] = s.publishFailed(ctx, rooms[i], err)
+				continue
+			}
+			s.recordPublished(time.Since(start))
+			evs[i] = ev
 		}
 		return evs, aerrs
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
-	defer cancel()
 	start := time.Now()
 	evs, errs := ba.AppendBatch(ctx, rooms, msgs)
 	took := time.Since(start)

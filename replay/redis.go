@@ -156,7 +156,8 @@ func (c *RedisConfig) fill() error {
 // events, a connection's reader for zero Events), never after Unsubscribe returns.
 // It must not block: a blocked ring stalls the connection every room on that node
 // shares. Locks, in order: a flight's mu, RedisLog.mu, a subscription's ringMu
-// (held while ring runs). None is held across Redis I/O.
+// (held while ring runs). The group commit's mu and the slot map's mu are leaves,
+// never held while taking another. None is held across Redis I/O.
 type RedisLog struct {
 	cfg    RedisConfig
 	client rueidis.Client // set once, under mu, before connected turns true
@@ -186,6 +187,9 @@ type RedisLog struct {
 
 	revs redisRevocations // revocation watching (control_redis.go)
 	hot  *redisHot        // hot rooms (hot.go); nil when none
+
+	group groupCommit // Appends waiting for, or in, a flush (redis_group.go)
+	slots slotMap     // cluster slot owners, for flushes that WAIT
 
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
@@ -219,6 +223,10 @@ type RedisStats struct {
 	// failed (readers repair from the log), HotCheckRepairs the zero rings the
 	// periodic hot-room check rang because a head was ahead of the last doorbell.
 	HotRings, HotRingErrors, HotCheckRepairs uint64
+	// GroupFlushes counts the round trips (DoMulti calls) that carried single
+	// Appends, and GroupAppends the Appends they carried: concurrent Appends share
+	// a flush, so GroupAppends/GroupFlushes is the mean group size.
+	GroupFlushes, GroupAppends uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -348,6 +356,9 @@ func (l *RedisLog) Stats() RedisStats {
 		BadEntries:    l.badEntries.Load(),
 
 		BadRevocations: l.revs.bad.Load(),
+
+		GroupFlushes: l.group.flushes.Load(),
+		GroupAppends: l.group.events.Load(),
 	}
 	l.hotStats(&st)
 	return st
@@ -398,7 +409,7 @@ func (l *RedisLog) Append(ctx context.Context, room string, m Message) (Event, e
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
-	ev, err := l.append(cctx, room, m)
+	ev, err := l.commit(cctx, room, m)
 	if err != nil {
 		return Event{}, fmt.Errorf("replay: append %q: %w", room, l.mapErr(ctx, err))
 	}
@@ -525,10 +536,10 @@ func decodePublish(res rueidis.RedisResult, room string, m Message) (Event, erro
 }
 
 // AppendBatch appends msgs[i] to rooms[i] for every i, pipelined: one round trip per
-// node, however many rooms. Results are in order; each item fails alone. Items that
-// hit a retryable error are retried one by one, so seqs within one room follow the
-// batch order except after such a retry. With WaitReplicas set the items run
-// concurrently, each with its own WAIT. A length mismatch fails every item with
+// node, however many rooms, with WaitReplicas set the WAIT included (see
+// redis_group.go). Results are in order; each item fails alone. Items that hit a
+// retryable error are retried one by one, so seqs within one room follow the batch
+// order except after such a retry. A length mismatch fails every item with
 // ErrInvalid.
 func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Message) ([]Event, []error) {
 	n := max(len(rooms), len(msgs))
@@ -552,59 +563,35 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	defer func() { l.ringHot(cctx, evs...) }()
-	var cmds []rueidis.Completed
+	var ps []*pendingAppend
 	var idx []int
 	for i := range msgs {
 		if !validMessage(rooms[i], msgs[i]) {
 			errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], ErrInvalid)
 			continue
 		}
-		if l.cfg.WaitReplicas == 0 {
-			cmds = append(cmds, l.publishCmd(l.client.B(), rooms[i], msgs[i]))
-		}
+		ps = append(ps, &pendingAppend{room: rooms[i], msg: msgs[i]})
 		idx = append(idx, i)
 	}
-	if l.cfg.WaitReplicas > 0 {
-		l.appendEach(cctx, ctx, idx, rooms, msgs, evs, errs)
+	if len(ps) == 0 {
 		return evs, errs
 	}
-	if len(cmds) > 0 {
-		for j, res := range l.client.DoMulti(cctx, cmds...) {
-			i := idx[j]
-			ev, err := decodePublish(res, rooms[i], msgs[i])
-			ran := mayHaveRun(err)
-			if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
-				l.retries.Add(1)
-				ev, err = l.append(cctx, rooms[i], msgs[i])
-			}
-			err = unknownIf(ran, err)
-			if err != nil {
-				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
-				continue
-			}
-			evs[i] = ev
+	l.flush(cctx, ps)
+	for j, p := range ps {
+		i := idx[j]
+		ev, err := p.ev, p.err
+		ran := mayHaveRun(err)
+		if err != nil && retryable(err, msgs[i].IdempotencyKey != "") {
+			l.retries.Add(1)
+			ev, err = l.append(cctx, rooms[i], msgs[i])
 		}
+		if err = unknownIf(ran, err); err != nil {
+			errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
+			continue
+		}
+		evs[i] = ev
 	}
 	return evs, errs
-}
-
-// appendEach runs the items at idx concurrently, a few at a time.
-func (l *RedisLog) appendEach(cctx, ctx context.Context, idx []int, rooms []string, msgs []Message, evs []Event, errs []error) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, i := range idx {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ev, err := l.append(cctx, rooms[i], msgs[i])
-			if err != nil {
-				errs[i] = fmt.Errorf("replay: append %q: %w", rooms[i], l.mapErr(ctx, err))
-				return
-			}
-			evs[i] = ev
-		})
-	}
-	wg.Wait()
 }
 
 // Ping checks that the backend answers, within Timeout.
