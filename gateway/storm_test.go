@@ -166,6 +166,16 @@ func TestResumeStormCostsOneRead(t *testing.T) {
 	if reads > 3 || fcalls > 3 {
 		t.Errorf("the storm cost %d history reads (%d FCALL_RO on Redis), want at most 3", reads, fcalls)
 	}
+	m := p.metrics(t)
+	if got := m.Value("roomcast_resume_history_reads_total"); got != float64(reads) {
+		t.Errorf("roomcast_resume_history_reads_total = %v, want the %d reads counted", got, reads)
+	}
+	if hits := m.Value("roomcast_resume_recent_hits_total"); hits < clients {
+		t.Errorf("roomcast_resume_recent_hits_total = %v, want every one of %d resumes served from the latest events", hits, clients)
+	}
+	if m.Value("roomcast_recent_bytes") <= 0 {
+		t.Error("roomcast_recent_bytes is 0 with a room's events kept")
+	}
 	if t.Failed() {
 		return
 	}
