@@ -380,20 +380,15 @@ func (g *Registry) sharedReadLocked(ctx context.Context, r *room, after replay.P
 	g.recentMisses.Add(1)
 	if run {
 		if prev != nil {
-			<-prev.done // bounded by the running read's timeout
-			r.mu.Lock()
-			slot.running, slot.next = f, nil
-			r.mu.Unlock()
+			<-prev.done // bounded by the running read's timeout; it made f the running one
 		}
 		// Detached from the caller: others wait on this read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.IOTimeout)
 		f.rd, f.err = g.readLog(rctx, r.name, after, limit)
 		cancel()
 		r.mu.Lock()
-		if slot.running == f {
-			slot.running = nil
-		}
-		if slot.running == nil && slot.next == nil && c.reads[key] == slot {
+		slot.running, slot.next = slot.next, nil
+		if slot.running == nil && c.reads[key] == slot {
 			delete(c.reads, key)
 		}
 		r.mu.Unlock()
