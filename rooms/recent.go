@@ -96,6 +96,12 @@ func (c *recent) dropLocked(g *Registry) {
 
 // evictLocked drops the oldest entry and returns the pod's kept bytes after it.
 func (c *recent) evictLocked(g *Registry) int64 {
+	return g.recentBytes.Add(-c.popLocked())
+}
+
+// popLocked drops the oldest entry and returns its size, which the caller takes off
+// the pod's count.
+func (c *recent) popLocked() int64 {
 	e := &c.ring[c.head]
 	size := e.size
 	*e = recentEntry{}
@@ -103,7 +109,7 @@ func (c *recent) evictLocked(g *Registry) int64 {
 	c.n--
 	c.base.Seq++
 	c.bytes -= size
-	return g.recentBytes.Add(-size)
+	return size
 }
 
 // growLocked makes room for one more entry, up to limit entries.
@@ -129,15 +135,23 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 	if ev.Epoch != c.base.Epoch || ev.Seq != c.base.Seq+uint64(c.n)+1 {
 		c.restartLocked(g, replay.Position{Epoch: ev.Epoch, Seq: ev.Seq - 1})
 	}
-	if c.n == g.cfg.Recent {
-		c.evictLocked(g)
-	}
-	c.growLocked(g.cfg.Recent)
 	size := entrySize(ev, frame)
-	c.ring[(c.head+c.n)%len(c.ring)] = recentEntry{ev: ev, frame: frame, size: size}
-	c.n++
+	delta := size // one update of the pod's count for the common case
+	if c.n == g.cfg.Recent {
+		// Full: the newest takes the oldest's slot.
+		e := &c.ring[c.head]
+		delta -= e.size
+		c.bytes -= e.size
+		*e = recentEntry{ev: ev, frame: frame, size: size}
+		c.head = (c.head + 1) % len(c.ring)
+		c.base.Seq++
+	} else {
+		c.growLocked(g.cfg.Recent)
+		c.ring[(c.head+c.n)%len(c.ring)] = recentEntry{ev: ev, frame: frame, size: size}
+		c.n++
+	}
 	c.bytes += size
-	total := g.recentBytes.Add(size)
+	total := g.recentBytes.Add(delta)
 	for c.n > 0 && (c.bytes > g.cfg.RecentBytes || total > g.cfg.MaxRecentBytes) {
 		total = c.evictLocked(g)
 	}
