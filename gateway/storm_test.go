@@ -95,23 +95,41 @@ func (c *stormClient) readUpTo(epoch string, seq uint64) error {
 // the last 500 events. The pod reads the room's history at most 3 times for all of
 // them, and every client gets exactly the events after its resume point, then live.
 func TestResumeStormCostsOneRead(t *testing.T) {
-	const (
-		clients = 2000
-		events  = 600
-		spread  = 500
-	)
 	srv := redistest.SharedStandalone(t)
+	resumeStorm(t, srv, srv.Node, 2000)
+}
+
+// TestResumeStormCostsOneReadOnCluster is the storm on a cluster, smaller: the reads
+// are counted on the primary that owns the room.
+func TestResumeStormCostsOneReadOnCluster(t *testing.T) {
+	c := redistest.SharedCluster(t)
+	room := redistest.Prefix(t)
+	resumeStormIn(t, c, c.NodeForKey(t, "room:{"+room+"}"), room, 500)
+}
+
+// resumeStorm runs the storm of clients on a fresh room of the Redis at addrs, and
+// reads Redis's own counts of history reads on node.
+func resumeStorm(t *testing.T, addrs addrser, node *redistest.Node, clients int) {
+	t.Helper()
+	resumeStormIn(t, addrs, node, redistest.Prefix(t), clients)
+}
+
+func resumeStormIn(t *testing.T, addrs addrser, node *redistest.Node, room string, clients int) {
+	t.Helper()
+	const (
+		events = 600
+		spread = 500
+	)
 	// Bounds for a loaded machine: 4,000 connections' goroutines under the race
 	// detector can starve a Redis call past the default 2s.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rl, err := replay.NewRedisLog(ctx, replay.RedisConfig{Addrs: srv.Addrs(), History: 1000, Timeout: 10 * time.Second})
+	rl, err := replay.NewRedisLog(ctx, replay.RedisConfig{Addrs: addrs.Addrs(), History: 1000, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &countingLog{Log: rl}
 	p := newPodOn(t, log, podConfig{})
-	room := redistest.Prefix(t)
 	var last replay.Event
 	for i := range events {
 		if last, err = rl.Append(ctx, room, replay.Message{Body: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)}); err != nil {
@@ -124,7 +142,7 @@ func TestResumeStormCostsOneRead(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	readsBefore := log.since.Load()
-	fcallsBefore, allBefore := historyCalls(t, srv.Node)
+	fcallsBefore, allBefore := historyCalls(t, node)
 
 	cs := make([]*stormClient, clients)
 	start := make(chan struct{})
@@ -159,7 +177,7 @@ func TestResumeStormCostsOneRead(t *testing.T) {
 			}
 		}
 	}()
-	fcalls, all := historyCalls(t, srv.Node)
+	fcalls, all := historyCalls(t, node)
 	reads, fcalls, all := log.since.Load()-readsBefore, fcalls-fcallsBefore, all-allBefore
 	t.Logf("%d resumes: %d history reads by the pod, %d FCALL_RO on Redis (%d stream reads with their XRANGE/XREVRANGE)",
 		clients, reads, fcalls, all)
@@ -170,7 +188,7 @@ func TestResumeStormCostsOneRead(t *testing.T) {
 	if got := m.Value("roomcast_resume_history_reads_total"); got != float64(reads) {
 		t.Errorf("roomcast_resume_history_reads_total = %v, want the %d reads counted", got, reads)
 	}
-	if hits := m.Value("roomcast_resume_recent_hits_total"); hits < clients {
+	if hits := m.Value("roomcast_resume_recent_hits_total"); hits < float64(clients) {
 		t.Errorf("roomcast_resume_recent_hits_total = %v, want every one of %d resumes served from the latest events", hits, clients)
 	}
 	if m.Value("roomcast_recent_bytes") <= 0 {
@@ -193,7 +211,7 @@ func TestResumeStormCostsOneRead(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if st := p.rooms.Stats(); st.Members != clients {
+	if st := p.rooms.Stats(); st.Members != int64(clients) {
 		t.Errorf("pod holds %d members, want %d", st.Members, clients)
 	}
 }
