@@ -43,6 +43,9 @@ type recent struct {
 	// base is the position before the oldest entry: the room's delivered position
 	// when the window is empty.
 	base replay.Position
+	// baseTS is the publish time of the event at base when the window knows it (it
+	// held that event), else 0.
+	baseTS int64
 	// gen counts the window's restarts (resyncs, epoch changes, anything that does
 	// not continue it): a read that began before one must not fill the new window.
 	gen    uint64
@@ -82,7 +85,7 @@ func (c *recent) restartLocked(g *Registry, pos replay.Position) {
 	for c.n > 0 {
 		c.evictLocked(g)
 	}
-	c.base = pos
+	c.base, c.baseTS = pos, 0
 	c.gen++
 	c.filled = false
 }
@@ -104,6 +107,7 @@ func (c *recent) evictLocked(g *Registry) int64 {
 func (c *recent) popLocked() int64 {
 	e := &c.ring[c.head]
 	size := e.size
+	c.baseTS = e.ev.TS
 	*e = recentEntry{}
 	c.head = (c.head + 1) % len(c.ring)
 	c.n--
@@ -142,6 +146,7 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 		e := &c.ring[c.head]
 		delta -= e.size
 		c.bytes -= e.size
+		c.baseTS = e.ev.TS
 		*e = recentEntry{ev: ev, frame: frame, size: size}
 		c.head = (c.head + 1) % len(c.ring)
 		c.base.Seq++
@@ -169,6 +174,7 @@ func (c *recent) prependLocked(g *Registry, ev replay.Event, frame []byte) bool 
 	c.ring[c.head] = recentEntry{ev: ev, frame: frame, size: size}
 	c.n++
 	c.base.Seq--
+	c.baseTS = 0
 	c.bytes += size
 	g.recentBytes.Add(size)
 	return true
@@ -330,9 +336,9 @@ func (g *Registry) fillWindow(r *room, f *flight) {
 }
 
 // mergeLocked puts the events of a window fill that read from `from` in front of the
-// window, newest first, when they connect to it: the log's event at the window's
-// oldest position (or, with an empty window, at the room's delivered position) must
-// be the one members were given, else the history forked and the repair will tell.
+// window, newest first, when they connect to it: the log's events at the window's
+// base and at its oldest entry must be the ones the window knows (same publish
+// time), else the history forked and the repair will tell.
 func (g *Registry) mergeLocked(r *room, from replay.Position, evs []replay.Event, frames [][]byte) {
 	c := &r.recent
 	at := func(seq uint64) int { // index of seq in evs, or -1
@@ -342,18 +348,12 @@ func (g *Registry) mergeLocked(r *room, from replay.Position, evs []replay.Event
 		}
 		return i
 	}
-	var i int
-	if c.n > 0 {
-		j := at(c.base.Seq + 1)
-		if j < 0 || evs[j].TS != c.ring[c.head].ev.TS {
-			return
-		}
-		i = j - 1
-	} else {
-		i = at(c.base.Seq)
-		if i < 0 || (r.posTS != 0 && evs[i].TS != r.posTS) {
-			return
-		}
+	i := at(c.base.Seq)
+	if i < 0 || (c.baseTS != 0 && evs[i].TS != c.baseTS) {
+		return
+	}
+	if j := at(c.base.Seq + 1); j >= 0 && c.n > 0 && evs[j].TS != c.ring[c.head].ev.TS {
+		return
 	}
 	for ; i >= 0 && evs[i].Seq == c.base.Seq && evs[i].Epoch == c.base.Epoch; i-- {
 		if !c.prependLocked(g, evs[i], frames[i]) {

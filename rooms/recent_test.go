@@ -145,6 +145,7 @@ func (l *countingLog) Since(ctx context.Context, room string, after replay.Posit
 	l.reads.Add(1)
 	l.mu.Lock()
 	gate := l.gate
+	l.gate = nil
 	l.mu.Unlock()
 	if gate != nil {
 		l.entered <- struct{}{}
@@ -153,19 +154,14 @@ func (l *countingLog) Since(ctx context.Context, room string, after replay.Posit
 	return l.MemoryLog.Since(ctx, room, after, limit)
 }
 
-// hold makes every Since wait until the returned release is called; entered
-// receives once per waiting read.
+// hold makes the next Since wait until the returned release is called; entered
+// receives once it waits.
 func (l *countingLog) hold() (release func()) {
 	gate := make(chan struct{})
 	l.mu.Lock()
 	l.gate = gate
 	l.mu.Unlock()
-	return func() {
-		l.mu.Lock()
-		l.gate = nil
-		l.mu.Unlock()
-		close(gate)
-	}
+	return func() { close(gate) }
 }
 
 func newCounted(t *testing.T, cfg Config) (*replay.MemoryLog, *countingLog, *Registry) {
@@ -306,4 +302,73 @@ func TestSinceFillFailureIsRetried(t *testing.T) {
 	if st := g.Stats(); st.HistoryReads != 2 {
 		t.Fatalf("%d history reads, want the failed fill and its retry", st.HistoryReads)
 	}
+}
+
+// TestSinceWhileTheRoomMoves: a window fill held while the room delivers more events
+// still answers every event after the resume point up to what the room delivered,
+// which a member that joined before the read has in its queue after its start; a
+// fill held while the room resyncs puts nothing in the new window.
+func TestSinceWhileTheRoomMoves(t *testing.T) {
+	t.Run("live events", func(t *testing.T) {
+		l, cl, g := newCounted(t, Config{})
+		ev := publish(t, l, "r", 50)
+		m := join(t, g, "r")
+		defer g.Leave(m)
+		release := cl.hold()
+		got := make(chan Read, 1)
+		go func() {
+			rd, err := g.Since(context.Background(), "r", replay.Position{Epoch: ev.Epoch, Seq: 10}, 1000)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- rd
+		}()
+		await(t, cl.entered, "the window fill")
+		publish(t, l, "r", 5)
+		expectEvents(t, m, ev.Epoch, 51, 55)
+		release()
+		rd := await(t, got, "the resume")
+		if len(rd.Events) != 45 || rd.Events[0].Seq != 11 || rd.Head.Seq != 55 {
+			t.Fatalf("resume after 10 while 51..55 were delivered: %d events from %d, head %s; want 11..55",
+				len(rd.Events), rd.Events[0].Seq, rd.Head)
+		}
+		for i, e := range rd.Events {
+			if e.Seq != uint64(11+i) || string(rd.Frames[i]) != e.ID() {
+				t.Fatalf("event %d: %s with frame %q", i, e.Position(), rd.Frames[i])
+			}
+		}
+		if n := cl.reads.Load(); n != 1 {
+			t.Fatalf("%d reads, want the one fill", n)
+		}
+	})
+
+	t.Run("resync", func(t *testing.T) {
+		l := newMemoryLog(t, replay.MemoryConfig{History: 20})
+		cl := &countingLog{MemoryLog: l, entered: make(chan struct{}, 16)}
+		bus := newFakeBus(l)
+		g := newRegistry(t, bus, cl, Config{})
+		ev := publish(t, l, "r", 15)
+		m := join(t, g, "r")
+		defer g.Leave(m)
+		release := cl.hold()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if _, err := g.Since(context.Background(), "r", replay.Position{Epoch: ev.Epoch, Seq: 5}, 1000); err != nil {
+				t.Error(err)
+			}
+		}()
+		await(t, cl.entered, "the window fill")
+		// 16..40 ring nobody and trim the log to 21..40; 41 shows the gap.
+		bus.setIntercept(func(replay.Event) []replay.Event { return nil })
+		publish(t, l, "r", 25)
+		bus.setIntercept(nil)
+		head := publish(t, l, "r", 1)
+		if it := next(t, m); !it.Resync || it.Pos != head.Position() {
+			t.Fatalf("got {pos %s resync %v}, want a resync at %s", it.Pos, it.Resync, head.Position())
+		}
+		release()
+		<-done
+		expectSameAsLog(t, g, cl, "r", positionsAround(ev.Epoch, head.Seq))
+	})
 }
