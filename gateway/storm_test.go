@@ -18,21 +18,21 @@ import (
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
-// countingLog counts the history reads a pod makes: every Since call, shared or not.
-type countingLog struct {
+// sinceCountingLog counts the history reads a pod makes: every Since call, shared or not.
+type sinceCountingLog struct {
 	replay.Log
 	since atomic.Int64
 }
 
-func (l *countingLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
+func (l *sinceCountingLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
 	l.since.Add(1)
 	return l.Log.Since(ctx, room, after, limit)
 }
 
-// historyCalls reads node's INFO commandstats: the calls of the read-only function
+// redisHistoryCalls reads node's INFO commandstats: the calls of the read-only function
 // call a history read is, and of every command that reads a stream (the function's
 // own XRANGE and XREVRANGE among them).
-func historyCalls(t *testing.T, n *redistest.Node) (fcalls, all int) {
+func redisHistoryCalls(t *testing.T, n *redistest.Node) (fcalls, all int) {
 	t.Helper()
 	info, err := n.Info("commandstats")
 	if err != nil {
@@ -56,9 +56,9 @@ func historyCalls(t *testing.T, n *redistest.Node) (fcalls, all int) {
 	return fcalls, all
 }
 
-// stormClient is one resuming stream, read by the shared decoder and checked by a
+// stormResumer is one resuming stream, read by the shared decoder and checked by a
 // Tracker: every event after its resume point, in order, once, and nothing else.
-type stormClient struct {
+type stormResumer struct {
 	after   uint64
 	res     *http.Response
 	dec     *gatewaytest.Decoder
@@ -66,7 +66,7 @@ type stormClient struct {
 }
 
 // readUpTo reads until the event at seq; anything but the next event in order fails.
-func (c *stormClient) readUpTo(epoch string, seq uint64) error {
+func (c *stormResumer) readUpTo(epoch string, seq uint64) error {
 	for c.tracker.Last() < seq {
 		f, err := c.dec.NextFrame()
 		if err != nil {
@@ -128,7 +128,7 @@ func resumeStormIn(t *testing.T, addrs addrser, node *redistest.Node, room strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &countingLog{Log: rl}
+	log := &sinceCountingLog{Log: rl}
 	p := newPodOn(t, log, podConfig{})
 	var last replay.Event
 	for i := range events {
@@ -142,13 +142,13 @@ func resumeStormIn(t *testing.T, addrs addrser, node *redistest.Node, room strin
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	readsBefore := log.since.Load()
-	fcallsBefore, allBefore := historyCalls(t, node)
+	fcallsBefore, allBefore := redisHistoryCalls(t, node)
 
-	cs := make([]*stormClient, clients)
+	cs := make([]*stormResumer, clients)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range cs {
-		c := &stormClient{after: events - spread + uint64(i%spread)}
+		c := &stormResumer{after: events - spread + uint64(i%spread)}
 		c.tracker.ResyncIsHead()
 		c.tracker.ExpectFirst(c.after + 1)
 		cs[i] = c
@@ -177,7 +177,7 @@ func resumeStormIn(t *testing.T, addrs addrser, node *redistest.Node, room strin
 			}
 		}
 	}()
-	fcalls, all := historyCalls(t, node)
+	fcalls, all := redisHistoryCalls(t, node)
 	reads, fcalls, all := log.since.Load()-readsBefore, fcalls-fcallsBefore, all-allBefore
 	t.Logf("%d resumes: %d history reads by the pod, %d FCALL_RO on Redis (%d stream reads with their XRANGE/XREVRANGE)",
 		clients, reads, fcalls, all)

@@ -131,9 +131,9 @@ func TestSinceFollowsTheDeliveredOrder(t *testing.T) {
 	})
 }
 
-// countingLog counts the history reads the registry makes, and can hold them until
+// recentTestLog counts the history reads the registry makes, and can hold them until
 // released.
-type countingLog struct {
+type recentTestLog struct {
 	*replay.MemoryLog
 	reads   atomic.Int64
 	mu      sync.Mutex
@@ -141,7 +141,7 @@ type countingLog struct {
 	entered chan struct{}
 }
 
-func (l *countingLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
+func (l *recentTestLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
 	l.reads.Add(1)
 	l.mu.Lock()
 	gate := l.gate
@@ -156,7 +156,7 @@ func (l *countingLog) Since(ctx context.Context, room string, after replay.Posit
 
 // hold makes the next Since wait until the returned release is called; entered
 // receives once it waits.
-func (l *countingLog) hold() (release func()) {
+func (l *recentTestLog) hold() (release func()) {
 	gate := make(chan struct{})
 	l.mu.Lock()
 	l.gate = gate
@@ -164,10 +164,10 @@ func (l *countingLog) hold() (release func()) {
 	return func() { close(gate) }
 }
 
-func newCounted(t *testing.T, cfg Config) (*replay.MemoryLog, *countingLog, *Registry) {
+func newRecentRegistry(t *testing.T, cfg Config) (*replay.MemoryLog, *recentTestLog, *Registry) {
 	t.Helper()
 	l := newMemoryLog(t, replay.MemoryConfig{History: 1000})
-	cl := &countingLog{MemoryLog: l, entered: make(chan struct{}, 16)}
+	cl := &recentTestLog{MemoryLog: l, entered: make(chan struct{}, 16)}
 	return l, cl, newRegistry(t, newFakeBus(l), cl, cfg)
 }
 
@@ -176,7 +176,7 @@ func newCounted(t *testing.T, cfg Config) (*replay.MemoryLog, *countingLog, *Reg
 // window fill); resumes older than the window that ask for the same position share
 // one read too, except that a read begun before a caller came is not the caller's.
 func TestSinceStormSharesReads(t *testing.T) {
-	l, cl, g := newCounted(t, Config{Recent: 300})
+	l, cl, g := newRecentRegistry(t, Config{Recent: 300})
 	const room = "lobby"
 	ev := publish(t, l, room, 500)
 	m := join(t, g, room)
@@ -248,7 +248,7 @@ func TestRecentBounds(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Linger = -1
-			l, cl, g := newCounted(t, tc.cfg)
+			l, cl, g := newRecentRegistry(t, tc.cfg)
 			m := join(t, g, "r")
 			ev := publish(t, l, "r", 9)
 			expectEvents(t, m, ev.Epoch, 1, 9)
@@ -271,7 +271,7 @@ func TestRecentBounds(t *testing.T) {
 		})
 	}
 	t.Run("off", func(t *testing.T) {
-		l, cl, g := newCounted(t, Config{MaxRecentBytes: -1})
+		l, cl, g := newRecentRegistry(t, Config{MaxRecentBytes: -1})
 		m := join(t, g, "r")
 		ev := publish(t, l, "r", 3)
 		expectEvents(t, m, ev.Epoch, 1, 3)
@@ -310,7 +310,7 @@ func TestSinceFillFailureIsRetried(t *testing.T) {
 // fill held while the room resyncs puts nothing in the new window.
 func TestSinceWhileTheRoomMoves(t *testing.T) {
 	t.Run("live events", func(t *testing.T) {
-		l, cl, g := newCounted(t, Config{})
+		l, cl, g := newRecentRegistry(t, Config{})
 		ev := publish(t, l, "r", 50)
 		m := join(t, g, "r")
 		defer g.Leave(m)
@@ -344,7 +344,7 @@ func TestSinceWhileTheRoomMoves(t *testing.T) {
 
 	t.Run("resync", func(t *testing.T) {
 		l := newMemoryLog(t, replay.MemoryConfig{History: 20})
-		cl := &countingLog{MemoryLog: l, entered: make(chan struct{}, 16)}
+		cl := &recentTestLog{MemoryLog: l, entered: make(chan struct{}, 16)}
 		bus := newFakeBus(l)
 		g := newRegistry(t, bus, cl, Config{})
 		ev := publish(t, l, "r", 15)
