@@ -24,12 +24,13 @@ type recentEntry struct {
 	size  int64
 }
 
-// entryOverhead is what an entry costs besides its frame and body: the entry itself
-// and the event's strings, which point into memory shared with the log.
-const entryOverhead = 128
+// slotSize is what one slot of a ring costs, held or not: the entry itself (the
+// event's strings point into memory shared with the log).
+const slotSize = 128
 
+// entrySize is what an entry holds besides its slot: its frame and body.
 func entrySize(ev replay.Event, frame []byte) int64 {
-	return entryOverhead + int64(len(frame)) + int64(len(ev.Body))
+	return int64(len(frame)) + int64(len(ev.Body))
 }
 
 // recent is a room's latest delivered events, oldest first: a ring of the events
@@ -82,19 +83,32 @@ func (c *recent) end() replay.Position {
 
 // restartLocked empties the window and starts it again at pos.
 func (c *recent) restartLocked(g *Registry, pos replay.Position) {
+	var freed int64
 	for c.n > 0 {
-		c.evictLocked(g)
+		freed += c.popLocked()
+	}
+	if freed != 0 {
+		g.recentBytes.Add(-freed)
 	}
 	c.base, c.baseTS = pos, 0
 	c.gen++
 	c.filled = false
 }
 
-// dropLocked releases the window for good: the room is gone.
+// dropLocked releases the window's memory: the room is gone, or the pod's bound
+// left it nothing.
 func (c *recent) dropLocked(g *Registry) {
-	c.restartLocked(g, replay.Position{})
-	c.ring = nil
-	c.head = 0
+	c.restartLocked(g, c.base)
+	c.releaseRingLocked(g)
+}
+
+// releaseRingLocked frees the ring of an empty window.
+func (c *recent) releaseRingLocked(g *Registry) {
+	if n := int64(len(c.ring)) * slotSize; n != 0 {
+		c.bytes -= n
+		g.recentBytes.Add(-n)
+	}
+	c.ring, c.head = nil, 0
 }
 
 // evictLocked drops the oldest entry and returns the pod's kept bytes after it.
@@ -116,16 +130,20 @@ func (c *recent) popLocked() int64 {
 	return size
 }
 
-// growLocked makes room for one more entry, up to limit entries.
-func (c *recent) growLocked(limit int) {
+// growLocked makes room for one more entry, up to limit entries, and returns the
+// bytes the new slots add, which the caller adds to the pod's count.
+func (c *recent) growLocked(limit int) int64 {
 	if c.n < len(c.ring) {
-		return
+		return 0
 	}
-	ring := make([]recentEntry, min(max(2*len(c.ring), 16), limit))
+	ring := make([]recentEntry, min(max(2*len(c.ring), 4), limit))
 	for i := range c.n {
 		ring[i] = c.ring[(c.head+i)%len(c.ring)]
 	}
+	added := int64(len(ring)-len(c.ring)) * slotSize
 	c.ring, c.head = ring, 0
+	c.bytes += added
+	return added
 }
 
 // keepLocked adds the event the room just delivered to its window, dropping the
@@ -151,7 +169,7 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 		c.head = (c.head + 1) % len(c.ring)
 		c.base.Seq++
 	} else {
-		c.growLocked(g.cfg.Recent)
+		delta += c.growLocked(g.cfg.Recent)
 		c.ring[(c.head+c.n)%len(c.ring)] = recentEntry{ev: ev, frame: frame, size: size}
 		c.n++
 	}
@@ -160,23 +178,30 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 	for c.n > 0 && (c.bytes > g.cfg.RecentBytes || total > g.cfg.MaxRecentBytes) {
 		total = c.evictLocked(g)
 	}
+	if c.n == 0 {
+		c.releaseRingLocked(g)
+	}
 }
 
 // prependLocked adds ev, the event at base, before the oldest entry if the bounds
 // allow it; it reports whether it did.
 func (c *recent) prependLocked(g *Registry, ev replay.Event, frame []byte) bool {
 	size := entrySize(ev, frame)
-	if c.n >= g.cfg.Recent || c.bytes+size > g.cfg.RecentBytes || g.recentBytes.Load()+size > g.cfg.MaxRecentBytes {
+	cost := size
+	if c.n == len(c.ring) {
+		cost += int64(min(max(2*len(c.ring), 4), g.cfg.Recent)-len(c.ring)) * slotSize // the slots growLocked adds
+	}
+	if c.n >= g.cfg.Recent || c.bytes+cost > g.cfg.RecentBytes || g.recentBytes.Load()+cost > g.cfg.MaxRecentBytes {
 		return false
 	}
-	c.growLocked(g.cfg.Recent)
+	added := c.growLocked(g.cfg.Recent)
 	c.head = (c.head - 1 + len(c.ring)) % len(c.ring)
 	c.ring[c.head] = recentEntry{ev: ev, frame: frame, size: size}
 	c.n++
 	c.base.Seq--
 	c.baseTS = 0
 	c.bytes += size
-	g.recentBytes.Add(size)
+	g.recentBytes.Add(size + added)
 	return true
 }
 

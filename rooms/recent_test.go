@@ -234,16 +234,18 @@ func TestSinceStormSharesReads(t *testing.T) {
 // pod MaxRecentBytes; a resume past what is kept reads the log; a room that expires
 // releases what it kept.
 func TestRecentBounds(t *testing.T) {
-	// Frames here are ids, "<8-character epoch>:<seq>": one size for seqs 1..9.
+	// Frames here are ids, "<8-character epoch>:<seq>": one size for seqs 1..9. A
+	// room that never holds more than 4 events has a ring of 4 slots.
 	size := entrySize(replay.Event{Body: []byte(`{}`)}, []byte("12345678:1"))
+	const ring = 4 * slotSize
 	cases := []struct {
 		name string
 		cfg  Config
 		kept int // events one room keeps
 	}{
 		{"by count", Config{Recent: 4}, 4},
-		{"by room bytes", Config{RecentBytes: 3 * size}, 3},
-		{"by pod bytes", Config{MaxRecentBytes: 2 * size}, 2},
+		{"by room bytes", Config{RecentBytes: ring + 3*size}, 3},
+		{"by pod bytes", Config{MaxRecentBytes: ring + 2*size}, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,12 +258,19 @@ func TestRecentBounds(t *testing.T) {
 			if entrySize(ev, testFrame(ev)) != size {
 				t.Fatalf("epoch %q: the sizes above assume 8 characters", ev.Epoch)
 			}
-			if st := g.Stats(); st.RecentBytes != int64(tc.kept)*size {
-				t.Fatalf("%d bytes kept, want %d events' worth", st.RecentBytes, tc.kept)
+			if st := g.Stats(); st.RecentBytes != ring+int64(tc.kept)*size {
+				t.Fatalf("%d bytes kept, want a ring and %d events' worth", st.RecentBytes, tc.kept)
 			}
 			hit := replay.Position{Epoch: epoch, Seq: uint64(9 - tc.kept)}
 			if _, err := g.Since(context.Background(), "r", hit, 100); err != nil || cl.reads.Load() != 0 {
 				t.Fatalf("resume from %s: %d reads, %v; want it served from the kept events", hit, cl.reads.Load(), err)
+			}
+			miss := replay.Position{Epoch: epoch, Seq: hit.Seq - 1}
+			if rd, err := g.Since(context.Background(), "r", miss, 100); err != nil || len(rd.Events) != tc.kept+1 || cl.reads.Load() == 0 {
+				t.Fatalf("resume from %s: %d events, %d reads, %v; want it read from the log", miss, len(rd.Events), cl.reads.Load(), err)
+			}
+			if st := g.Stats(); st.RecentBytes != ring+int64(tc.kept)*size {
+				t.Fatalf("after a fill that has no room: %d bytes kept, want a ring and %d events' worth", st.RecentBytes, tc.kept)
 			}
 			g.Leave(m)
 			replaytest.Eventually(t, waitLimit, "the room expired", func() bool { return g.Stats().Rooms == 0 })

@@ -53,8 +53,9 @@ type Config struct {
 	// (default 1024). Keep it at or below the log's history: a room's first resume
 	// that misses them reads that far back.
 	Recent int
-	// RecentBytes bounds one room's kept events: frames, bodies and 128 bytes each
-	// (default 1 MiB).
+	// RecentBytes bounds one room's kept events: their frames and bodies, and 128
+	// bytes for each slot of the room's ring, which grows by doubling up to Recent
+	// slots (default 1 MiB).
 	RecentBytes int64
 	// MaxRecentBytes bounds the kept events of all rooms together, in the same
 	// measure (default 64 MiB; negative: no events are kept, every resume reads the
