@@ -166,11 +166,17 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 		c.bytes -= e.size
 		c.baseTS = e.ev.TS
 		*e = recentEntry{ev: ev, frame: frame, size: size}
-		c.head = (c.head + 1) % len(c.ring)
+		if c.head++; c.head == len(c.ring) {
+			c.head = 0
+		}
 		c.base.Seq++
 	} else {
 		delta += c.growLocked(g.cfg.Recent)
-		c.ring[(c.head+c.n)%len(c.ring)] = recentEntry{ev: ev, frame: frame, size: size}
+		i := c.head + c.n
+		if i >= len(c.ring) {
+			i -= len(c.ring)
+		}
+		c.ring[i] = recentEntry{ev: ev, frame: frame, size: size}
 		c.n++
 	}
 	c.bytes += size
