@@ -77,6 +77,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s.m = m
+	if err := registerRecentMetrics(cfg.Registry, s); err != nil {
+		return nil, err
+	}
 	if s.edgeM, err = newEdgeMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}

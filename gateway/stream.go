@@ -197,13 +197,14 @@ func (s *Server) openStream(w http.ResponseWriter) *streamWriter {
 
 // replay writes the history after from and returns the position the stream has
 // reached. When from cannot be continued it writes a resync (replay.ReadOn decides
-// where to) and goes on with whatever history follows the resync point.
+// where to) and goes on with whatever history follows the resync point. The room's
+// latest events serve it when they hold from (rooms.Registry.Since).
 func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from replay.Position) (replay.Position, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
 	after := from
 	for {
-		rd, err := replay.ReadOn(ctx, s.log, room, after, s.cfg.ReplayBatch)
+		rd, err := s.rooms.Since(ctx, room, after, s.cfg.ReplayBatch)
 		if err != nil {
 			return after, err
 		}
@@ -214,8 +215,8 @@ func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from
 			after = rd.From
 		}
 		n := 0
-		for _, ev := range rd.Events {
-			buf = append(buf, EventFrame(ev)...)
+		for i, ev := range rd.Events {
+			buf = append(buf, rd.Frames[i]...)
 			after = ev.Position()
 			n++
 			if len(buf) >= batchBytes {

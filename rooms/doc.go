@@ -22,6 +22,16 @@
 // joined with JoinBell also rings a channel it shares with others on every item
 // queued and on close, so one reader can serve many members.
 //
+// # Resumes
+//
+// Each open room keeps its latest delivered events with their frames (recent.go),
+// bounded by Config.Recent, RecentBytes and the pod's MaxRecentBytes: a dense run in
+// one epoch ending at the room's delivered position, restarted by every resync and by
+// any event that does not continue it. Since serves a resume from it when it holds the
+// resume point; the first miss of a room reads the events before it back from the log
+// (once per restart, shared by the misses that come meanwhile); other misses share one
+// log read per position and limit, never one that began before they came.
+//
 // # Must not
 //
 // Block on any one member: a member whose queue is full is closed with
@@ -32,7 +42,8 @@
 //
 // # Concurrency
 //
-// Lock order: shard mutex, then room mutex. Neither is held across bus or log I/O;
+// Lock order: shard mutex, then room mutex; the room mutex also guards the room's
+// latest events and its shared reads. Neither is held across bus or log I/O;
 // fan-out happens under the room mutex with non-blocking sends only. The budget scan
 // estimates a member's queued bytes under the room mutex from what the fan-out
 // already keeps: the large frames' byte count, and the queue's length times the

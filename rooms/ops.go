@@ -17,6 +17,10 @@ type Stats struct {
 	Repairs       uint64 // repairs started (gaps, epoch changes, bus resets)
 	Resyncs       uint64 // gaps the log could not fill
 	Forks         uint64 // repairs that found another event at the last delivered seq
+	RecentHits    uint64 // resume reads served from the rooms' latest events
+	RecentMisses  uint64 // resume reads that went to the log, shared reads counted per reader
+	HistoryReads  uint64 // log reads made for resumes: window fills and shared reads, each once
+	RecentBytes   int64  // bytes the rooms' latest events take (see Config.MaxRecentBytes)
 }
 
 // Stats returns the registry's counters.
@@ -31,6 +35,10 @@ func (g *Registry) Stats() Stats {
 		Repairs:       g.repairs.Load(),
 		Resyncs:       g.resyncs.Load(),
 		Forks:         g.forks.Load(),
+		RecentHits:    g.recentHits.Load(),
+		RecentMisses:  g.recentMisses.Load(),
+		HistoryReads:  g.historyReads.Load(),
+		RecentBytes:   g.recentBytes.Load(),
 	}
 }
 
@@ -116,6 +124,7 @@ func (g *Registry) Close(ctx context.Context) error {
 			r.mu.Lock()
 			r.gone = true
 			r.stopLingerLocked(g)
+			r.recent.dropLocked(g)
 			for m := range r.members {
 				m.Close(ReasonShutdown)
 			}

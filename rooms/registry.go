@@ -49,6 +49,18 @@ type Config struct {
 	RepairBatch int
 	// IOTimeout bounds each bus or log call the registry makes (default 5s).
 	IOTimeout time.Duration
+	// Recent is how many of its latest events each room keeps to serve resumes from
+	// (default 1024). Keep it at or below the log's history: a room's first resume
+	// that misses them reads that far back.
+	Recent int
+	// RecentBytes bounds one room's kept events: their frames and bodies, and 128
+	// bytes for each slot of the room's ring, which grows by doubling up to Recent
+	// slots (default 1 MiB).
+	RecentBytes int64
+	// MaxRecentBytes bounds the kept events of all rooms together, in the same
+	// measure (default 64 MiB; negative: no events are kept, every resume reads the
+	// log). A room that keeps an event past it drops its own oldest.
+	MaxRecentBytes int64
 	// Frame encodes an event's SSE frame; it is called once per event, not per member.
 	// Required.
 	Frame func(replay.Event) []byte
@@ -84,6 +96,12 @@ type Registry struct {
 	forks         atomic.Uint64
 	closed        atomic.Bool
 
+	recentOn     bool         // rooms keep their latest events
+	recentBytes  atomic.Int64 // kept by all rooms
+	recentHits   atomic.Uint64
+	recentMisses atomic.Uint64
+	historyReads atomic.Uint64
+
 	wg   sync.WaitGroup // open, repair, expire and budget goroutines
 	stop chan struct{}
 }
@@ -110,6 +128,7 @@ type room struct {
 	syncing   bool            // a repair (or the initial baseline) is running
 	dirty     bool            // a ring arrived while syncing
 	smallAvg  int64           // running mean size of the small frames fanned out (see Member.queuedLocked)
+	recent    recent          // the latest events delivered, for resumes (recent.go)
 }
 
 // New returns a Registry over bus and log.
@@ -135,6 +154,15 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Recent == 0 {
+		cfg.Recent = 1024
+	}
+	if cfg.RecentBytes == 0 {
+		cfg.RecentBytes = 1 << 20
+	}
+	if cfg.MaxRecentBytes == 0 {
+		cfg.MaxRecentBytes = 64 << 20
+	}
 	switch {
 	case bus == nil || log == nil:
 		return nil, errors.New("rooms: bus and log are required")
@@ -146,8 +174,11 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	case cfg.MaxQueuedBytes < 0 || cfg.BudgetInterval < 0:
 		return nil, fmt.Errorf("rooms: max queued bytes %d and budget interval %s must not be negative",
 			cfg.MaxQueuedBytes, cfg.BudgetInterval)
+	case cfg.Recent < 1 || cfg.RecentBytes < 1:
+		return nil, fmt.Errorf("rooms: recent %d and recent bytes %d must be positive", cfg.Recent, cfg.RecentBytes)
 	}
-	g := &Registry{bus: bus, log: log, cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
+	g := &Registry{bus: bus, log: log, cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{}),
+		recentOn: cfg.MaxRecentBytes > 0}
 	for i := range g.shards {
 		g.shards[i].rooms = make(map[string]*room)
 		g.shards[i].leaving = make(map[string]chan struct{})
@@ -279,6 +310,7 @@ func (g *Registry) openRoom(r *room) {
 		return
 	}
 	r.pos = head
+	r.recent.restartLocked(g, head)
 	if r.dirty {
 		g.startRepairLocked(r)
 	} else {
@@ -356,6 +388,7 @@ func (g *Registry) expire(r *room, gen uint64) {
 	}
 	r.gone = true
 	r.linger = nil
+	r.recent.dropLocked(g)
 	r.mu.Unlock()
 	delete(s.rooms, r.name)
 	left := make(chan struct{})
@@ -402,6 +435,7 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 			r.pos == (replay.Position{}) && ev.Seq == 1:
 			r.pos, r.posTS = it.Pos, it.ts
 			g.fanoutLocked(r, it)
+			g.keepLocked(r, ev, it.Frame)
 		default:
 			g.startRepairLocked(r)
 		}
@@ -462,10 +496,12 @@ func (g *Registry) repair(r *room) {
 				r.pos, r.posTS = rd.From, 0
 				g.resyncs.Add(1)
 				g.fanoutLocked(r, &Item{Pos: rd.From, Frame: g.cfg.ResyncFrame(r.name, rd.From), Resync: true, Fork: rd.Fork, After: from})
+				r.recent.restartLocked(g, rd.From)
 			}
-			for _, it := range items {
+			for i, it := range items {
 				r.pos, r.posTS = it.Pos, it.ts
 				g.fanoutLocked(r, it)
+				g.keepLocked(r, rd.Events[i], it.Frame)
 			}
 		}
 		caughtUp := len(rd.Events) < g.cfg.RepairBatch

@@ -38,6 +38,7 @@ type config struct {
 	QueueBytes         byteSize
 	MaxQueuedBytes     byteSize
 	Linger             time.Duration
+	RecentBytes        byteSize
 
 	AcceptRate      float64
 	AcceptBurst     int
@@ -68,7 +69,7 @@ type config struct {
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	c := config{MaxHistoryBytes: 512 << 20, QueueBytes: 4 << 20, MaxQueuedBytes: 1 << 30, MaxBody: 64 << 10, MaxBatchBody: 1 << 20}
+	c := config{MaxHistoryBytes: 512 << 20, QueueBytes: 4 << 20, MaxQueuedBytes: 1 << 30, RecentBytes: 64 << 20, MaxBody: 64 << 10, MaxBatchBody: 1 << 20}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	// Errors are returned as one line; only -help prints the usage.
 	fs.SetOutput(io.Discard)
@@ -93,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")
 	fs.Var(&c.MaxQueuedBytes, "max-queued-bytes", "bytes queued to all clients of the pod; past it the clients furthest behind are closed first (0: no limit)")
 	fs.DurationVar(&c.Linger, "linger", 2*time.Second, "how long an empty room keeps its subscription (0: none)")
+	fs.Var(&c.RecentBytes, "recent-bytes", "memory for the latest events of the pod's rooms (up to 1024 or --history per room, 1MiB each), which serve resumes without reading the log (0: none kept)")
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")

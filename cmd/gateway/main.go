@@ -83,6 +83,10 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		// --max-queued-bytes 0 means no limit, as does the registry's zero.
 		MaxQueuedBytes: int64(cfg.MaxQueuedBytes),
 		Linger:         lingerFor(cfg.Linger),
+		// A room's first resume reads its latest events back from the log: no
+		// further than the log keeps.
+		Recent:         min(1024, cfg.History),
+		MaxRecentBytes: recentFor(cfg.RecentBytes),
 		Frame:          gateway.EventFrame,
 		ResyncFrame:    gateway.ResyncFrame,
 		Logger:         logger,
@@ -271,6 +275,15 @@ func (p *pod) closeAll(logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.close(ctx, logger)
+}
+
+// recentFor maps --recent-bytes to rooms.Config.MaxRecentBytes, whose zero means the
+// default: --recent-bytes 0 keeps no events.
+func recentFor(n byteSize) int64 {
+	if n == 0 {
+		return -1
+	}
+	return int64(n)
 }
 
 // lingerFor maps --linger to rooms.Config.Linger, whose zero means the default:
