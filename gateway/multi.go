@@ -263,13 +263,14 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // replay writes room i's history after its sent position, as Server.replay does
-// for one room, each frame carrying the token.
+// for one room (from the room's latest events when they hold it), each frame
+// carrying the token.
 func (ms *muxStream) replay(ctx context.Context, i int) error {
 	s, r := ms.s, &ms.rooms[i]
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
 	for {
-		rd, err := replay.ReadOn(ctx, s.log, r.name, r.sent, s.cfg.ReplayBatch)
+		rd, err := s.rooms.Since(ctx, r.name, r.sent, s.cfg.ReplayBatch)
 		if err != nil {
 			return err
 		}
@@ -280,9 +281,9 @@ func (ms *muxStream) replay(ctx context.Context, i int) error {
 			buf = ms.appendFrame(buf, resyncFrame(r.name, rd.From, rd.Fork))
 		}
 		n := 0
-		for _, ev := range rd.Events {
+		for j, ev := range rd.Events {
 			r.set(ev.Position())
-			buf = ms.appendFrame(buf, EventFrame(ev))
+			buf = ms.appendFrame(buf, rd.Frames[j])
 			n++
 			if len(buf) >= batchBytes {
 				if err := ms.sw.write(buf); err != nil {
