@@ -85,20 +85,49 @@ func resumePoint(r *http.Request) (replay.Position, bool, *apiError) {
 }
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
-	room := chi.URLParam(r, "room")
-	if !replay.ValidRoom(room) {
-		writeError(w, errBadRoom)
+	// Opening a stream takes more stack than serving it: the opening runs in a frame
+	// of its own that is gone before live, so an idle stream's goroutine keeps a
+	// small stack (and the runtime, which sizes new goroutines by the average, keeps
+	// starting them small).
+	o := s.openRoomStream(w, r)
+	if o == nil {
 		return
 	}
-	from, resumed, aerr := resumePoint(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
+	defer o.close()
+	s.end(o.sw, o.m, s.live(o.ctx, o.sw, o.m, o.sent))
+}
+
+// openedStream is a stream that is open, joined and caught up, ready for live.
+type openedStream struct {
+	sw      *streamWriter
+	m       *rooms.Member
+	ctx     context.Context
+	sent    replay.Position
+	cleanup []func() // run in reverse order when the stream ends
+}
+
+func (o *openedStream) close() {
+	for i := len(o.cleanup) - 1; i >= 0; i-- {
+		o.cleanup[i]()
 	}
+}
+
+// admittedStream is a stream request that passed its credential check and
+// admission: its writer, what releases its place, and who opened it.
+type admittedStream struct {
+	sw      *streamWriter
+	release func()
+	who     auth.Principal
+}
+
+// admitRoomStream checks the stream's credential for room and admits it. It returns
+// nil when the request was answered: refused (401, 403) or turned away (200, a
+// longer retry: and the end).
+func (s *Server) admitRoomStream(w http.ResponseWriter, r *http.Request, room string) *admittedStream {
 	who, aerr, down := s.subscriber(r, room)
 	if aerr != nil {
 		writeError(w, aerr)
-		return
+		return nil
 	}
 	sw := s.openStream(w)
 	if down {
@@ -106,7 +135,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		// the client comes back later, as from any pod that cannot serve it now.
 		s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
 		_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
-		return
+		return nil
 	}
 	release, reject := s.admission.admit(r)
 	if reject == "" && !s.drain.Accepting() {
@@ -127,12 +156,39 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		// non-200, which would make EventSource give up for good.
 		s.m.streamsTurned.WithLabelValues(reject).Inc()
 		_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
-		return
+		return nil
 	}
-	defer release()
+	return &admittedStream{sw: sw, release: release, who: who}
+}
+
+// openRoomStream answers the checks of a stream request, admits, joins, anchors and
+// replays it. It returns nil when the stream has already ended (refused, turned
+// away, failed), having answered and released everything.
+func (s *Server) openRoomStream(w http.ResponseWriter, r *http.Request) (opened *openedStream) {
+	room := chi.URLParam(r, "room")
+	if !replay.ValidRoom(room) {
+		writeError(w, errBadRoom)
+		return nil
+	}
+	from, resumed, aerr := resumePoint(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	a := s.admitRoomStream(w, r, room)
+	if a == nil {
+		return nil
+	}
+	sw, release, who := a.sw, a.release, &a.who
+	o := &openedStream{sw: sw, ctx: r.Context(), cleanup: append(make([]func(), 0, 4), release)}
+	defer func() {
+		if opened == nil {
+			o.close()
+		}
+	}()
 	// Join before the first byte goes out: a client that has seen the response
 	// start is subscribed, so nothing published after that can pass it by.
-	ctx := r.Context()
+	ctx := o.ctx
 	m, err := s.rooms.Join(ctx, room)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -140,13 +196,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
 			_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
 		}
-		return
+		return nil
 	}
-	defer s.rooms.Leave(m)
+	o.m = m
 	// A stream never outlives its credential: it ends with a reauth when the
 	// credential expires or is revoked.
-	defer s.sessions.add(who, m)()
-	defer expireAt(m, who.Expires)()
+	o.cleanup = append(o.cleanup, func() { s.rooms.Leave(m) }, s.sessions.add(*who, m), expireAt(m, who.Expires))
 	if !who.Expires.IsZero() {
 		sw.credExp = who.Expires.Unix()
 	}
@@ -154,36 +209,32 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		// The drain began while this stream was joining: it would miss the drain's
 		// own close, so it moves on now.
 		s.end(sw, m, rooms.ReasonShed)
-		return
+		return nil
 	}
 	open := retryFrame(make([]byte, 0, 64), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
-	var sent replay.Position
 	if !resumed {
 		// Anchor the stream at the position the member joined at: every later event
 		// reaches it, so a reconnect before the first event resumes from there.
-		sent = m.Start()
-		open = anchorFrame(open, sent)
+		o.sent = m.Start()
+		open = anchorFrame(open, o.sent)
 	}
 	if err := sw.write(open); err != nil {
 		s.end(sw, m, reasonFor(ctx, err))
-		return
+		return nil
 	}
 	now := time.Now()
 	s.connects.add(now)
 	if resumed {
 		s.resumes.add(now)
 		s.m.streamsOpened.WithLabelValues("true").Inc()
+		if o.sent, err = s.replay(ctx, sw, room, from); err != nil {
+			s.end(sw, m, reasonFor(ctx, err))
+			return nil
+		}
 	} else {
 		s.m.streamsOpened.WithLabelValues("false").Inc()
 	}
-
-	if resumed {
-		if sent, err = s.replay(ctx, sw, room, from); err != nil {
-			s.end(sw, m, reasonFor(ctx, err))
-			return
-		}
-	}
-	s.end(sw, m, s.live(ctx, sw, m, sent))
+	return o
 }
 
 // openStream sets the stream's headers; the first write sends them with status 200.
