@@ -196,6 +196,13 @@ func (p *pod) subscribe(t testing.TB, room, query string, headers ...string) *st
 	if query != "" {
 		url += "?" + query
 	}
+	return openStreamAt(t, url, headers...)
+}
+
+// openStreamAt opens the stream at url (a room's or the multiplexed one) and reads
+// it in the background; headers come as name, value pairs.
+func openStreamAt(t testing.TB, url string, headers ...string) *stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	for i := 0; i+1 < len(headers); i += 2 {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -30,20 +29,7 @@ func muxURL(base string, rooms []string, query string) string {
 // pairs.
 func (p *pod) subscribeMany(t testing.TB, rooms []string, query string, headers ...string) *stream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, muxURL(p.public.URL, rooms, query), nil)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	s := &stream{t: t, res: res, cancel: cancel, frames: make(chan frame, 1<<16), ended: make(chan struct{})}
-	go s.read()
-	t.Cleanup(s.close)
-	return s
+	return openStreamAt(t, muxURL(p.public.URL, rooms, query), headers...)
 }
 
 // muxEvent is a frame of a multiplexed stream: its envelope's room and place, and
