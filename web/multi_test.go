@@ -2,88 +2,14 @@ package web
 
 import (
 	"fmt"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
-
-// muxProxy stands in front of a gateway like frontProxy, for multiplexed streams
-// (GET /events): it records each one's resume point and refuses the next n.
-type muxProxy struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	fail int
-	reqs []subscribeRequest // Room holds the room list of the query
-}
-
-func newMuxProxy(t *testing.T, g *gateway) *muxProxy {
-	t.Helper()
-	target, err := url.Parse(g.url("/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &muxProxy{}
-	rp := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		FlushInterval: -1,
-		ErrorLog:      log.New(io.Discard, "", 0),
-	}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/__harness" {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			io.WriteString(w, "<!doctype html><html lang=en><head><meta charset=utf-8><title>harness</title>"+
-				"<link rel=icon href=data:,></head><body></body></html>")
-			return
-		}
-		if r.Method == http.MethodGet && r.URL.Path == "/events" {
-			p.mu.Lock()
-			req := subscribeRequest{Room: strings.Join(r.URL.Query()["room"], ","), At: time.Now(),
-				Header: r.Header.Get("Last-Event-ID"), Query: r.URL.Query().Get("lastEventId"), Status: http.StatusOK}
-			refuse := p.fail > 0
-			if refuse {
-				p.fail--
-				req.Status = http.StatusServiceUnavailable
-			}
-			p.reqs = append(p.reqs, req)
-			p.mu.Unlock()
-			if refuse {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				io.WriteString(w, `{"error":"unavailable","message":"the test proxy refuses this request"}`)
-				return
-			}
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	t.Cleanup(func() {
-		p.srv.CloseClientConnections()
-		p.srv.Close()
-	})
-	return p
-}
-
-func (p *muxProxy) refuse(n int) {
-	p.mu.Lock()
-	p.fail = n
-	p.mu.Unlock()
-}
-
-func (p *muxProxy) requests() []subscribeRequest {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.reqs)
-}
 
 // TestModuleMultiRoomResumes: a page follows three rooms on one stream with
 // roomcast.js. The gateway sheds it twice: the first time its reconnects are
@@ -93,7 +19,7 @@ func (p *muxProxy) requests() []subscribeRequest {
 // once, in per-room order, on one connection at a time.
 func TestModuleMultiRoomResumes(t *testing.T) {
 	gw := startGateway(t)
-	px := newMuxProxy(t, gw)
+	px := newFrontProxy(t, gw)
 	ctx, _ := newTab(t)
 	rooms := []string{"mx-c", "mx-a", "mx-b"}
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,7 @@ func newFrontProxy(t *testing.T, g *gateway) *frontProxy {
 				"<link rel=icon href=data:,></head><body></body></html>")
 			return
 		}
-		if r.Method == http.MethodGet && subscribePath.MatchString(r.URL.Path) && p.record(r) {
+		if r.Method == http.MethodGet && (subscribePath.MatchString(r.URL.Path) || r.URL.Path == "/events") && p.record(r) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -78,8 +79,12 @@ func newFrontProxy(t *testing.T, g *gateway) *frontProxy {
 func (p *frontProxy) record(r *http.Request) (refuse bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	room := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/rooms/"), "/events")
+	if r.URL.Path == "/events" {
+		room = strings.Join(r.URL.Query()["room"], ",") // a multiplexed stream's rooms
+	}
 	req := subscribeRequest{
-		Room:   strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/rooms/"), "/events"),
+		Room:   room,
 		At:     time.Now(),
 		Header: r.Header.Get("Last-Event-ID"),
 		Query:  r.URL.Query().Get("lastEventId"),
@@ -112,6 +117,13 @@ func (p *frontProxy) requestsFor(room string) []subscribeRequest {
 		}
 	}
 	return out
+}
+
+// requests returns every subscribe request seen so far.
+func (p *frontProxy) requests() []subscribeRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.log)
 }
 
 func (p *frontProxy) url(path string) string { return p.srv.URL + path }
