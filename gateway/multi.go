@@ -449,22 +449,7 @@ func (ms *muxStream) end(reason rooms.Reason) {
 	for i := range ms.rooms {
 		ms.rooms[i].m.Close(reason)
 	}
-	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
-	if int(reason) < len(s.closes) {
-		s.closes[reason].Add(1)
-	}
-	switch reason {
-	case rooms.ReasonShed, rooms.ReasonShutdown:
-		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
-	case rooms.ReasonReauth:
-		exp := sw.credExp
-		if exp == 0 || exp > time.Now().Unix() {
-			exp = time.Now().Unix()
-		}
-		_ = sw.write(retryFrame(ms.reauthFrame(exp), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
-	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
-		panic(http.ErrAbortHandler)
-	}
+	s.finish(sw, reason, ms.reauthFrame)
 }
 
 // reauthFrame is a single room's reauth notice, naming the first room as "room" and

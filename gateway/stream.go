@@ -418,6 +418,14 @@ func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 		// cancelled the request.
 		reason = m.Reason()
 	}
+	s.finish(sw, reason, func(exp int64) []byte { return reauthFrame(m.Room(), exp) })
+}
+
+// finish counts a stream's end by reason and writes its last words: a final jittered
+// retry hint when it was moved away (drain, shed), the reauth notice (reauth builds
+// it for the credential's exp) and a retry hint when its credential ended, or a
+// dropped connection for a client that could not keep up.
+func (s *Server) finish(sw *streamWriter, reason rooms.Reason, reauth func(exp int64) []byte) {
 	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
 	if int(reason) < len(s.closes) {
 		s.closes[reason].Add(1)
@@ -431,7 +439,7 @@ func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 			// Revoked before it expired: the credential ends now.
 			exp = time.Now().Unix()
 		}
-		_ = sw.write(retryFrame(reauthFrame(m.Room(), exp), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+		_ = sw.write(retryFrame(reauth(exp), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
 	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
 		// Drop the connection rather than end the response cleanly: a client that
 		// does not read would otherwise keep the socket as an idle keep-alive
