@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -105,10 +107,11 @@ func TestStandaloneWithACL(t *testing.T) {
 	}
 }
 
-// TestStandaloneWithTLSSkipsABuildWithoutTLS: when redis-server refuses the TLS
+// TestStandaloneWithTLSOnABuildWithoutTLS: when redis-server refuses the TLS
 // configuration at start, as a build without TLS does, the test is skipped with the
-// server's words, not failed. (A stand-in redis-server answers as such a build.)
-func TestStandaloneWithTLSSkipsABuildWithoutTLS(t *testing.T) {
+// server's words, or failed under CI=true. (A stand-in redis-server answers as such
+// a build; a recorder stands in for the test it would skip or fail.)
+func TestStandaloneWithTLSOnABuildWithoutTLS(t *testing.T) {
 	redistest.Require(t)
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -127,12 +130,35 @@ func TestStandaloneWithTLSSkipsABuildWithoutTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin)
-	var skipped bool
-	t.Run("tls", func(t *testing.T) {
-		defer func() { skipped = t.Skipped() }()
-		redistest.StandaloneWith(t, redistest.Options{TLS: redistest.NewPKI(t)})
-	})
-	if !skipped {
-		t.Fatal("a redis-server without TLS did not skip the test")
+	pki := redistest.NewPKI(t)
+	for _, tc := range []struct{ ci, want string }{{"", "skip"}, {"true", "fail"}} {
+		t.Setenv("CI", tc.ci)
+		r := &stopRecorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			redistest.StandaloneWith(r, redistest.Options{TLS: pki})
+		}()
+		<-done
+		if r.how != tc.want || !strings.Contains(r.msg, "does not serve TLS") || !strings.Contains(r.msg, "tls-port") {
+			t.Fatalf("CI=%q: %s %q; want a %s with the server's words", tc.ci, r.how, r.msg, tc.want)
+		}
 	}
+}
+
+// stopRecorder is a testing.TB whose Skipf and Fatalf record what they were told
+// and end the calling goroutine, as the real ones do, without ending the test.
+type stopRecorder struct {
+	testing.TB
+	how, msg string
+}
+
+func (r *stopRecorder) Skipf(format string, args ...any) {
+	r.how, r.msg = "skip", fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *stopRecorder) Fatalf(format string, args ...any) {
+	r.how, r.msg = "fail", fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }

@@ -53,11 +53,18 @@ import (
 func Require(t testing.TB) {
 	t.Helper()
 	if err := lookBinaries(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redistest: %v (CI=true: a missing Redis is a failure)", err)
-		}
-		t.Skipf("redistest: %v", err)
+		unavailable(t, "redistest: %v", err)
 	}
+}
+
+// unavailable skips t for something this machine's Redis lacks, or fails it under
+// CI=true, where nothing the tests need may be missing.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format+" (CI=true: a missing Redis or Redis feature is a failure)", args...)
+	}
+	t.Skipf(format, args...)
 }
 
 func lookBinaries() error {

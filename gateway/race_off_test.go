@@ -1,5 +1,0 @@
-//go:build !race
-
-package gateway_test
-
-const raceEnabled = false
