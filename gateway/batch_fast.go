@@ -44,17 +44,9 @@ func appendBatchResult(b []byte, res *batchResult) []byte {
 		}
 		return append(b, enc...)
 	}
-	b = append(b, `{"status":201,"room":"`...)
-	b = append(b, res.Room...)
-	b = append(b, `","epoch":"`...)
-	b = append(b, res.Epoch...)
-	b = append(b, `","seq":`...)
-	b = strconv.AppendUint(b, res.Seq, 10)
-	b = append(b, `,"id":"`...)
-	b = append(b, res.Epoch...)
-	b = append(b, ':')
-	b = strconv.AppendUint(b, res.Seq, 10)
-	return append(b, `"}`...)
+	b = append(b, `{"status":201,`...)
+	b = appendEventFields(b, res.Room, res.Epoch, res.Seq)
+	return append(b, '}')
 }
 
 // writeBatchResults answers a batch 200 with its results, one per item, in order.

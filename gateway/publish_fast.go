@@ -112,20 +112,28 @@ var (
 )
 
 // appendPublished appends the answer to a publish, {"room","epoch","seq","id"} and
-// a newline, as encoding/json would write it. Rooms and epochs are validated to
-// characters that need no JSON escaping.
+// a newline, as encoding/json would write it.
 func appendPublished(b []byte, room string, ev replay.Event) []byte {
-	b = append(b, `{"room":"`...)
+	b = append(b, '{')
+	b = appendEventFields(b, room, ev.Epoch, ev.Seq)
+	return append(b, "}\n"...)
+}
+
+// appendEventFields appends "room":…,"epoch":…,"seq":…,"id":…, the fields that name
+// a published event in an answer. Rooms and epochs are validated to characters that
+// need no JSON escaping.
+func appendEventFields(b []byte, room, epoch string, seq uint64) []byte {
+	b = append(b, `"room":"`...)
 	b = append(b, room...)
 	b = append(b, `","epoch":"`...)
-	b = append(b, ev.Epoch...)
+	b = append(b, epoch...)
 	b = append(b, `","seq":`...)
-	b = strconv.AppendUint(b, ev.Seq, 10)
+	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"id":"`...)
-	b = append(b, ev.Epoch...)
+	b = append(b, epoch...)
 	b = append(b, ':')
-	b = strconv.AppendUint(b, ev.Seq, 10)
-	return append(b, "\"}\n"...)
+	b = strconv.AppendUint(b, seq, 10)
+	return append(b, '"')
 }
 
 // writePublished answers a publish 201 {"room","epoch","seq","id"}.
