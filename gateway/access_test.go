@@ -299,6 +299,7 @@ func TestAccessControl(t *testing.T) {
 		{name: "static key names the user", body: `{"sub":"bob","subscribe":["u.bob"]}`, headers: append(bearer(testStaticKey), "Content-Type", "application/json"), want: 201},
 		{name: "JWT publisher within its grants", body: `{"sub":"bob","subscribe":["team-7.x"]}`, headers: append(bearer(pubRS), "Content-Type", "application/json"), want: 201},
 		{name: "JWT publisher beyond its grants", body: `{"sub":"bob","subscribe":["team-8.x"]}`, headers: append(bearer(pubRS), "Content-Type", "application/json"), want: 403},
+		{name: "JWT publisher asking its pattern's bare prefix", body: `{"sub":"bob","subscribe":["team-7."]}`, headers: append(bearer(pubRS), "Content-Type", "application/json"), want: 403},
 		{name: "JWT publisher asking a wider pattern", body: `{"sub":"bob","subscribe":["team-*"]}`, headers: append(bearer(pubRS), "Content-Type", "application/json"), want: 403},
 		{name: "subscriber token cannot name a user", body: `{"sub":"bob","subscribe":["team-7.x"]}`, headers: append(bearer(rs), "Content-Type", "application/json"), want: 403},
 		{name: "malformed body", body: `{"sub":`, headers: append(bearer(testStaticKey), "Content-Type", "application/json"), want: 400},

@@ -79,6 +79,21 @@ func (g Grants) Allows(room string) bool {
 	return false
 }
 
+// Covers reports whether g grants every room p grants: an exact room that g allows,
+// or a prefix pattern that lies within one of g's prefix patterns.
+func (g Grants) Covers(p Pattern) bool {
+	prefix, isPrefix := strings.CutSuffix(string(p), "*")
+	if !isPrefix {
+		return g.Allows(prefix)
+	}
+	for _, have := range g {
+		if hp, ok := strings.CutSuffix(string(have), "*"); ok && strings.HasPrefix(prefix, hp) {
+			return true
+		}
+	}
+	return false
+}
+
 // strings returns the patterns as strings, for storage.
 func (g Grants) strings() []string {
 	s := make([]string, len(g))

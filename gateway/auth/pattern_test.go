@@ -100,3 +100,29 @@ func TestParseGrants(t *testing.T) {
 		t.Errorf("a bad entry: error = %v, want ErrInvalid", err)
 	}
 }
+
+func TestGrantsCover(t *testing.T) {
+	g := auth.Grants{"team-*", "u.ana"}
+	tests := []struct {
+		p    auth.Pattern
+		want bool
+	}{
+		{"team-7.a", true},
+		{"team-7.*", true},
+		{"team-*", true},
+		{"team-", false}, // team-* grants only longer rooms
+		{"team*", false},
+		{"*", false},
+		{"u.ana", true},
+		{"u.ana*", false},
+		{"u.bob", false},
+	}
+	for _, tt := range tests {
+		if got := g.Covers(tt.p); got != tt.want {
+			t.Errorf("%v.Covers(%q) = %v, want %v", g, tt.p, got, tt.want)
+		}
+	}
+	if !(auth.Grants{"*"}).Covers("*") {
+		t.Error(`"*" does not cover "*"`)
+	}
+}
