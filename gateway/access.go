@@ -260,12 +260,31 @@ func expireAt(m *rooms.Member, exp time.Time) (stop func()) {
 }
 
 // reauthFrame tells a client that its credential expired or was revoked: it gets a
-// fresh one and resumes. It carries no id, so the client's resume point stays.
-func reauthFrame(room string, exp int64) []byte {
-	b := make([]byte, 0, 64+len(room))
+// fresh one and resumes. It carries no id, so the client's resume point stays. Its
+// data names the first room as "room" and, for a stream of several rooms, all of
+// them as "rooms": {"room","rooms":[…],"exp"}.
+func reauthFrame(exp int64, rooms ...string) []byte {
+	n := 64
+	for _, r := range rooms {
+		n += len(r) + 3
+	}
+	b := make([]byte, 0, n)
 	b = append(b, "event: reauth\ndata: {\"room\":\""...)
-	b = append(b, room...)
-	b = append(b, "\",\"exp\":"...)
+	b = append(b, rooms[0]...)
+	b = append(b, '"')
+	if len(rooms) > 1 {
+		b = append(b, ",\"rooms\":["...)
+		for i, r := range rooms {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, r...)
+			b = append(b, '"')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, ",\"exp\":"...)
 	b = strconv.AppendInt(b, exp, 10)
 	return append(b, "}\n\n"...)
 }
@@ -385,7 +404,6 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	s.cfg.Logger.Info("credentials revoked", "kind", kind, kind, value)
 	writeJSON(w, http.StatusOK, map[string]string{"kind": kind, "value": value, "until": time.Now().Add(s.cfg.MaxTokenAge).UTC().Format(time.RFC3339)})
 }
-
 
 func isJSON(r *http.Request) bool {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))

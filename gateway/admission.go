@@ -59,8 +59,9 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 	if a.max > 0 && a.open.Load() >= a.max {
 		return nil, rejectCapacity
 	}
-	ip := ""
-	if a.maxPerIP > 0 && !(a.loopbackUncapped && isLoopback(r.RemoteAddr)) {
+	// counted: the stream holds a place in byIP[ip], which release gives back.
+	ip, counted := "", a.maxPerIP > 0 && !(a.loopbackUncapped && isLoopback(r.RemoteAddr))
+	if counted {
 		ip = a.clientIP(r)
 		a.mu.Lock()
 		if a.byIP[ip] >= a.maxPerIP {
@@ -70,18 +71,23 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 		a.byIP[ip]++
 		a.mu.Unlock()
 	}
+	releaseIP := func() {
+		if counted {
+			a.releaseIP(ip)
+		}
+	}
 	if a.limiter != nil && !a.allowRate() {
-		a.releaseIP(ip)
+		releaseIP()
 		return nil, rejectRate
 	}
 	if n := a.open.Add(1); a.max > 0 && n > a.max {
 		a.open.Add(-1)
-		a.releaseIP(ip)
+		releaseIP()
 		return nil, rejectCapacity
 	}
 	return func() {
 		a.open.Add(-1)
-		a.releaseIP(ip)
+		releaseIP()
 	}, ""
 }
 
@@ -92,9 +98,6 @@ func (a *admission) allowRate() bool {
 }
 
 func (a *admission) releaseIP(ip string) {
-	if a.maxPerIP <= 0 || ip == "" {
-		return
-	}
 	a.mu.Lock()
 	if a.byIP[ip]--; a.byIP[ip] <= 0 {
 		delete(a.byIP, ip)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"mime"
 	"net/http"
 	"strconv"
 
@@ -105,7 +104,7 @@ func (s *Server) parseBatchRequest(r *http.Request) (auth.Principal, *apiError) 
 	if aerr != nil {
 		return p, aerr
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !isJSON(r) {
 		return p, errBatchMediaType
 	}
 	return p, contentEncodingError(r)

@@ -127,7 +127,8 @@ func (w *edgeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // that is not the Host), unless they carry a bearer credential: a page on another
 // origin can send a text/plain POST or a form to a loopback gateway without any
 // preflight, but it cannot attach a bearer token without a CORS preflight, which the
-// gateway never grants. Other schemes do not count: a browser resends Basic
+// gateway grants only to the --allow-origin origins (and then the token is checked
+// like any other). Other schemes do not count: a browser resends Basic
 // credentials on its own. Requests without either header (same-origin pages of old
 // browsers, clients that are not browsers) pass, as do requests from the trusted
 // origins (--allow-origin), whose pages may publish with the browser's own

@@ -21,10 +21,7 @@ var routeMethods = []string{
 func methodNotAllowed(notFound http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rctx := chi.RouteContext(r.Context())
-		path := r.URL.RawPath
-		if path == "" {
-			path = r.URL.Path
-		}
+		path := routePath(r)
 		var allow []string
 		if rctx != nil && rctx.Routes != nil {
 			for _, m := range routeMethods {

@@ -452,22 +452,11 @@ func (ms *muxStream) end(reason rooms.Reason) {
 	s.finish(sw, reason, ms.reauthFrame)
 }
 
-// reauthFrame is a single room's reauth notice, naming the first room as "room" and
-// every room as "rooms": {"room","rooms":[…],"exp"}. It carries no id.
+// reauthFrame is the stream's reauth notice, naming every room.
 func (ms *muxStream) reauthFrame(exp int64) []byte {
-	b := make([]byte, 0, 64+24*len(ms.rooms))
-	b = append(b, "event: reauth\ndata: {\"room\":\""...)
-	b = append(b, ms.rooms[0].name...)
-	b = append(b, "\",\"rooms\":["...)
+	names := make([]string, len(ms.rooms))
 	for i := range ms.rooms {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, ms.rooms[i].name...)
-		b = append(b, '"')
+		names[i] = ms.rooms[i].name
 	}
-	b = append(b, "],\"exp\":"...)
-	b = strconv.AppendInt(b, exp, 10)
-	return append(b, "}\n\n"...)
+	return reauthFrame(exp, names...)
 }

@@ -418,7 +418,7 @@ func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 		// cancelled the request.
 		reason = m.Reason()
 	}
-	s.finish(sw, reason, func(exp int64) []byte { return reauthFrame(m.Room(), exp) })
+	s.finish(sw, reason, func(exp int64) []byte { return reauthFrame(exp, m.Room()) })
 }
 
 // finish counts a stream's end by reason and writes its last words: a final jittered

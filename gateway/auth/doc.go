@@ -2,7 +2,8 @@
 // publish to. It is a library: it owns no HTTP routes, writes no responses and talks
 // to Redis only through the replay.Tickets and replay.Revocations it is given. The
 // gateway calls it, maps its errors to statuses (ErrNoCredential and ErrInvalid to
-// 401, ErrForbidden to 403) and ends streams when told of a revocation.
+// 401; a room a valid credential does not grant is its own 403) and ends streams
+// when told of a revocation.
 //
 // # The model
 //

@@ -14,9 +14,6 @@ var (
 	// validity window, audience or issuer, its form, a revocation, or an unknown or
 	// used ticket (401). Malformed patterns and ticket requests wrap it too.
 	ErrInvalid = errors.New("auth: invalid credential")
-	// ErrForbidden: the credential is valid but its grants do not cover the room (403).
-	// The gateway returns it; it is here for symmetry.
-	ErrForbidden = errors.New("auth: forbidden")
 	// ErrRevoked: the credential was revoked (POST /admin/revoke). It wraps ErrInvalid.
 	ErrRevoked = fmt.Errorf("%w: credential revoked", ErrInvalid)
 	// ErrNoTickets: IssueTicket was called but Config.Tickets is nil.
