@@ -46,8 +46,8 @@ const (
 )
 
 // ValidHotPattern reports whether p is a hot-room pattern: a valid room name (that
-// room), or a prefix of one followed by "*" (every room that starts with it; "*"
-// alone is every room).
+// room), or a prefix of one followed by "*" (every room that extends it, as in an
+// access grant; "*" alone is every room).
 func ValidHotPattern(p string) bool {
 	if prefix, ok := strings.CutSuffix(p, "*"); ok {
 		return prefix == "" || ValidRoom(prefix) && len(prefix) < MaxRoomLen
@@ -189,7 +189,8 @@ func (h *redisHot) match(room string) bool {
 		return true
 	}
 	for _, p := range h.prefixes {
-		if strings.HasPrefix(room, p) {
+		// As a grant's pattern: a prefix matches the rooms that extend it.
+		if len(room) > len(p) && strings.HasPrefix(room, p) {
 			return true
 		}
 	}

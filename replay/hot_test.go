@@ -316,3 +316,24 @@ func TestRedisHotRoomSubscriberKilled(t *testing.T) {
 		t.Fatalf("ring %+v, want seq 2", ev)
 	}
 }
+
+// TestHotRoomPatternsMatchLikeGrants: a prefix pattern matches the rooms that extend
+// it, as an access grant does, not its bare prefix.
+func TestHotRoomPatternsMatchLikeGrants(t *testing.T) {
+	for _, tc := range []struct {
+		patterns []string
+		room     string
+		want     bool
+	}{
+		{[]string{"team-7.*"}, "team-7.a", true},
+		{[]string{"team-7.*"}, "team-7.", false},
+		{[]string{"team-7.*"}, "team-70", false},
+		{[]string{"lobby"}, "lobby", true},
+		{[]string{"lobby"}, "lobby2", false},
+		{[]string{"*"}, "x", true},
+	} {
+		if got := replay.HotMatch(tc.patterns, tc.room); got != tc.want {
+			t.Errorf("%q hot for %q: %v, want %v", tc.room, tc.patterns, got, tc.want)
+		}
+	}
+}
