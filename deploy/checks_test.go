@@ -16,9 +16,9 @@ import (
 )
 
 const (
-	// idleStreamBytes is the gateway's resident memory per idle stream (.ci/bench,
-	// idle scenario: 31.04 KiB per connection).
-	idleStreamBytes = 31 << 10
+	// idleStreamBytes is the gateway's resident memory per idle stream (cmd/loadgen
+	// -idle at 19,000 streams: 37 to 39.6 KiB per connection).
+	idleStreamBytes = 38 << 10
 	// baseBytes is the resident memory of a gateway with no streams, rounded up
 	// generously (runtime, binary, registry, Redis client).
 	baseBytes = 64 << 20
@@ -418,8 +418,14 @@ func checkMemory(tree *deployTree, d *deployment) error {
 		errs = append(errs, errors.New("--max-streams is 0 (no cap): memory grows with every stream until the pod is OOM-killed"))
 		return errors.Join(errs...)
 	}
-	need := maxStreams*idleStreamBytes + baseBytes
-	what := fmt.Sprintf("--max-streams %d x %d KiB + %d MiB", maxStreams, idleStreamBytes>>10, baseBytes>>20)
+	recent, err1 := r.number("recent_bytes")
+	queued, err2 := r.number("max_queued_bytes")
+	if err := errors.Join(err1, err2); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	need := maxStreams*idleStreamBytes + baseBytes + recent + queued
+	what := fmt.Sprintf("--max-streams %d x %d KiB + %d MiB + --recent-bytes %d MiB + --max-queued-bytes %d MiB",
+		maxStreams, idleStreamBytes>>10, baseBytes>>20, recent>>20, queued>>20)
 	if kind != "redis" {
 		history, err := r.number("max_history_bytes")
 		if err != nil {
