@@ -3,6 +3,8 @@
 
 import { subscribe, ROOM_PATTERN } from '../roomcast.js';
 
+const MAX_ROOMS = 32;
+
 const $ = (id) => document.getElementById(id);
 const form = $('multi-form');
 const input = $('multi-rooms');
@@ -55,10 +57,13 @@ function start(names) {
 
 form.addEventListener('submit', (e) => {
   e.preventDefault();
-  const names = input.value.split(/[\s,]+/).filter(Boolean);
+  const names = [...new Set(input.value.split(/[\s,]+/).filter(Boolean))];
   const bad = names.find((n) => !ROOM_PATTERN.test(n));
-  if (names.length === 0 || bad !== undefined) {
-    input.setCustomValidity(bad === undefined ? 'Name at least one room' : `Invalid room name: ${bad}`);
+  // The gateway's default --max-rooms-per-stream; more would be refused for good.
+  const tooMany = names.length > MAX_ROOMS;
+  if (names.length === 0 || bad !== undefined || tooMany) {
+    input.setCustomValidity(tooMany ? `At most ${MAX_ROOMS} rooms on one stream`
+      : bad === undefined ? 'Name at least one room' : `Invalid room name: ${bad}`);
     input.reportValidity();
     return;
   }
