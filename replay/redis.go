@@ -488,21 +488,13 @@ var errNotReplicated = errors.New("fewer replicas acknowledged than required")
 func (l *RedisLog) publishAndWait(ctx context.Context, room string, m Message) (Event, error) {
 	var ev Event
 	err := l.client.Dedicated(func(c rueidis.DedicatedClient) error {
-		res := c.DoMulti(ctx,
-			l.publishCmd(c.B(), room, m),
-			c.B().Wait().Numreplicas(int64(l.cfg.WaitReplicas)).Timeout(l.cfg.WaitTimeout.Milliseconds()).Build())
+		res := c.DoMulti(ctx, l.publishCmd(c.B(), room, m), l.waitCmd(c.B()))
 		var err error
 		if ev, err = decodePublish(res[0], room, m); err != nil {
 			return err
 		}
-		acked, err := res[1].AsInt64()
-		if err != nil {
-			return err
-		}
-		if acked < int64(l.cfg.WaitReplicas) {
-			return fmt.Errorf("%w: %w (%d of %d in %s)", ErrOutcomeUnknown, errNotReplicated, acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
-		}
-		return nil
+		// The event ran: a WAIT that fails or falls short leaves its fate unknown.
+		return l.waited(res[1])
 	})
 	return ev, err
 }
