@@ -77,6 +77,12 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Whatever is open when a later step fails is closed again.
+	p := &pod{cfg: cfg, log: log}
+	fail := func(err error) (*pod, error) {
+		p.closeAll(logger)
+		return nil, err
+	}
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue:      cfg.Queue,
 		QueueBytes: int64(cfg.QueueBytes),
@@ -92,18 +98,21 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Logger:         logger,
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
+	p.rooms = reg
 	dr, err := drain.New(reg, drain.Config{
 		Delay: cfg.DrainDelay, Window: cfg.DrainWindow, Timeout: cfg.DrainTimeout, Logger: logger,
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
+	p.drain = dr
 	access, err := newAuthenticator(cfg, log, logger)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
+	p.auth = access
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(log, reg, dr, gateway.Config{
@@ -122,11 +131,11 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Logger:   logger,
 	})
 	if err != nil {
-		access.Close()
-		return nil, err
+		return fail(err)
 	}
+	p.server = srv
 	access.Start()
-	return &pod{cfg: cfg, log: log, rooms: reg, drain: dr, server: srv, auth: access}, nil
+	return p, nil
 }
 
 // openLog returns the shared Redis log with --redis, else the embedded memory log.
@@ -262,8 +271,10 @@ func (p *pod) close(ctx context.Context, logger *slog.Logger) {
 	if p.auth != nil {
 		p.auth.Close()
 	}
-	if err := p.rooms.Close(ctx); err != nil {
-		logger.Warn("closing rooms", "err", err)
+	if p.rooms != nil {
+		if err := p.rooms.Close(ctx); err != nil {
+			logger.Warn("closing rooms", "err", err)
+		}
 	}
 	if err := p.log.Close(ctx); err != nil {
 		logger.Warn("closing the log", "err", err)
