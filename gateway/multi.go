@@ -363,18 +363,17 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 			taken, charged := 0, 0
 		room:
 			for taken < budget {
-				select {
-				case it := <-r.q:
-					taken++
-					charged += r.m.Charge(it)
-					if readable(it, r.sent) {
-						reread = append(reread, i)
-						break room
-					}
-					buf, n = ms.appendItem(buf, n, r, it)
-				default:
+				it, ok := tryRecv(&r.q, r.m)
+				if !ok {
 					break room
 				}
+				taken++
+				charged += r.m.Charge(it)
+				if readable(it, r.sent) {
+					reread = append(reread, i)
+					break room
+				}
+				buf, n = ms.appendItem(buf, n, r, it)
 			}
 			r.m.ReleaseBytes(charged)
 			if taken == budget {

@@ -323,7 +323,11 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			if err := sw.write(heartbeatFrame); err != nil {
 				return rooms.ReasonWriteFailed
 			}
-		case it := <-q:
+		case it, ok := <-q:
+			if !ok {
+				q = m.Queue() // the queue grew (see rooms.Member.Queue)
+				continue
+			}
 			// The batch buffer is borrowed only while there is something to write,
 			// so an idle stream holds none.
 			bp := bufPool.Get().(*[]byte)
@@ -340,10 +344,8 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 				if len(buf) >= batchBytes || n >= batchItems {
 					break
 				}
-				select {
-				case it = <-q:
+				if it, ok = tryRecv(&q, m); ok {
 					continue
-				default:
 				}
 				break
 			}
@@ -365,6 +367,22 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 					return reasonFor(ctx, err)
 				}
 			}
+		}
+	}
+}
+
+// tryRecv takes the next item of m's queue without waiting, moving *q on to the
+// member's new queue when the one it holds was replaced (see rooms.Member.Queue).
+func tryRecv(q *<-chan *rooms.Item, m *rooms.Member) (*rooms.Item, bool) {
+	for {
+		select {
+		case it, ok := <-*q:
+			if ok {
+				return it, true
+			}
+			*q = m.Queue()
+		default:
+			return nil, false
 		}
 	}
 }

@@ -15,7 +15,7 @@ func BenchmarkFanout(b *testing.B) {
 	for _, members := range []int{1, 1000, 10000} {
 		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
 			l := newMemoryLog(b, replay.MemoryConfig{History: 1000})
-			g := newRegistry(b, l, l, Config{Queue: 4})
+			g := newRegistry(b, l, l, Config{Queue: 4}) // shorter than firstQueue: the queue never grows, so m.Queue() stays the one to read
 			ms := make([]*Member, members)
 			for i := range ms {
 				ms[i] = join(b, g, "bench")

@@ -19,13 +19,12 @@ func collect(m *Member, n int) ([]*Item, error) {
 	timer := time.NewTimer(waitLimit)
 	defer timer.Stop()
 	for len(items) < n {
-		select {
-		case it := <-m.Queue():
-			m.Release(it)
-			items = append(items, it)
-		case <-timer.C:
+		it, ok := take(m, timer.C)
+		if !ok {
 			return items, fmt.Errorf("got %d of %d items within %s (reason %s)", len(items), n, waitLimit, m.Reason())
 		}
+		m.Release(it)
+		items = append(items, it)
 	}
 	return items, nil
 }
@@ -342,7 +341,9 @@ func TestSlowConsumer(t *testing.T) {
 		m := join(t, g, "lobby")
 		for range 2 {
 			publish(t, l, "lobby", 1)
-			await(t, m.Queue(), "item") // taken, never released
+			if _, ok := take(m, time.After(waitLimit)); !ok { // taken, never released
+				t.Fatal("no item")
+			}
 		}
 		expectEmpty(t, m)
 		publish(t, l, "lobby", 1)

@@ -110,13 +110,40 @@ func next(t testing.TB, m *Member) *Item {
 	t.Helper()
 	timer := time.NewTimer(waitLimit)
 	defer timer.Stop()
-	select {
-	case it := <-m.Queue():
-		m.Release(it)
-		return it
-	case <-timer.C:
+	it, ok := take(m, timer.C)
+	if !ok {
 		t.Fatalf("member of %q: no item within %s (reason %s)", m.Room(), waitLimit, m.Reason())
-		return nil
+	}
+	m.Release(it)
+	return it
+}
+
+// take receives m's next item, or reports false once timeout fires. A closed queue
+// was replaced by a longer one (see Member.Queue): Queue then gives that one.
+func take(m *Member, timeout <-chan time.Time) (*Item, bool) {
+	for {
+		select {
+		case it, ok := <-m.Queue():
+			if ok {
+				return it, true
+			}
+		case <-timeout:
+			return nil, false
+		}
+	}
+}
+
+// poll is take without waiting.
+func poll(m *Member) (*Item, bool) {
+	for {
+		select {
+		case it, ok := <-m.Queue():
+			if ok {
+				return it, true
+			}
+		default:
+			return nil, false
+		}
 	}
 }
 
@@ -137,10 +164,8 @@ func expectEvents(t testing.TB, m *Member, epoch string, from, to uint64) {
 // expectEmpty checks that nothing more is queued for m.
 func expectEmpty(t testing.TB, m *Member) {
 	t.Helper()
-	select {
-	case it := <-m.Queue():
+	if it, ok := poll(m); ok {
 		t.Fatalf("member of %q: unexpected item {pos %s resync %v frame %q}", m.Room(), it.Pos, it.Resync, it.Frame)
-	default:
 	}
 }
 

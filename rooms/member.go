@@ -33,8 +33,10 @@ type Item struct {
 // Member is one stream's place in a room.
 type Member struct {
 	room     *room
-	queue    chan *Item
-	bytes    atomic.Int64 // bytes of the large frames waiting (see Charge)
+	first    chan *Item                 // the queue a member starts with; see Queue
+	longer   atomic.Pointer[chan *Item] // the queue that replaced first, once it filled up
+	length   int                        // Config.Queue: the queue's full length
+	bytes    atomic.Int64               // bytes of the large frames waiting (see Charge)
 	maxBytes int64
 	small    int // frames up to this size are not charged (QueueBytes / Queue)
 
@@ -55,9 +57,42 @@ func (m *Member) Room() string { return m.room.name }
 // reaches the member, through its queue, in order (a resync may stand for some).
 func (m *Member) Start() replay.Position { return m.start }
 
-// Queue delivers the member's items in order. After taking items the reader must
-// give their budget back with Release or ReleaseBytes.
-func (m *Member) Queue() <-chan *Item { return m.queue }
+// firstQueue is the length a member's queue starts with. Most streams are idle most
+// of the time, and a queue's channel holds its whole length from the start, so a
+// member's queue starts this short and is replaced by one of the configured length
+// the first time it fills up.
+const firstQueue = 16
+
+// newMember is a member of r with a queue of firstQueue items (or length, if shorter).
+func newMember(r *room, cfg *Config, open *atomic.Int64) *Member {
+	return &Member{room: r, first: make(chan *Item, min(firstQueue, cfg.Queue)), length: cfg.Queue,
+		maxBytes: cfg.QueueBytes, small: int(cfg.QueueBytes / int64(cfg.Queue)),
+		done: make(chan struct{}), open: open}
+}
+
+// Queue is where the reader takes the member's items, in order. After taking items
+// the reader must give their budget back with Release or ReleaseBytes.
+//
+// A member's queue starts short. The first time it fills up it is replaced, once, by
+// one of the configured length, and the short one is closed after its last item. A
+// receive that finds the queue closed thus means that every item before the new
+// queue's has been taken, and that the reader calls Queue again. A member holds at
+// most Queue + 16 items.
+func (m *Member) Queue() <-chan *Item {
+	// Once longer is set, first takes no more items: empty, it is done with.
+	if l := m.longer.Load(); l != nil && len(m.first) == 0 {
+		return *l
+	}
+	return m.first
+}
+
+// current is the queue items go to. The room's lock must be held.
+func (m *Member) current() chan *Item {
+	if l := m.longer.Load(); l != nil {
+		return *l
+	}
+	return m.first
+}
 
 // Release gives back the queue budget held by an item taken from Queue.
 func (m *Member) Release(it *Item) { m.ReleaseBytes(m.Charge(it)) }
@@ -85,7 +120,11 @@ func (m *Member) ReleaseBytes(n int) {
 // frames are not counted one by one, which keeps the fan-out path free of writes to
 // the member). The room's lock must be held.
 func (m *Member) queuedLocked() int64 {
-	return m.bytes.Load() + int64(len(m.queue))*m.room.smallAvg
+	n := len(m.first)
+	if l := m.longer.Load(); l != nil {
+		n += len(*l)
+	}
+	return m.bytes.Load() + int64(n)*m.room.smallAvg
 }
 
 // queued is queuedLocked for callers without the lock.
@@ -125,25 +164,43 @@ func (m *Member) offerLocked(it *Item) bool {
 		// Small frames are bounded by the queue's length alone: Queue of them fit
 		// in QueueBytes. This spares the shared counter (and its cache line, which
 		// the reader writes too) on the fan-out path.
-		select {
-		case m.queue <- it:
-			m.ring()
-			return true
-		default:
+		if !m.sendLocked(it) {
 			return false
 		}
+		m.ring()
+		return true
 	}
 	// A single frame larger than the budget still passes into an empty queue.
 	if total := m.bytes.Add(n); total > m.maxBytes && total != n {
 		m.bytes.Add(-n)
 		return false
 	}
-	select {
-	case m.queue <- it:
-		m.ring()
-		return true
-	default:
+	if !m.sendLocked(it) {
 		m.bytes.Add(-n)
 		return false
 	}
+	m.ring()
+	return true
+}
+
+// sendLocked puts it on the queue without blocking, replacing a full short queue by
+// one of the full length (see Queue); it reports false when the queue is full at its
+// full length. The room's lock must be held: it orders every send and replacement.
+func (m *Member) sendLocked(it *Item) bool {
+	q := m.current()
+	select {
+	case q <- it:
+		return true
+	default:
+	}
+	if cap(q) >= m.length {
+		return false
+	}
+	longer := make(chan *Item, m.length)
+	longer <- it
+	// Set longer before closing first: a reader that finds first closed then gets
+	// longer from Queue.
+	m.longer.Store(&longer)
+	close(q)
+	return true
 }

@@ -223,8 +223,7 @@ func (g *Registry) Join(ctx context.Context, name string) (*Member, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		m := &Member{room: r, queue: make(chan *Item, g.cfg.Queue), maxBytes: g.cfg.QueueBytes,
-			small: int(g.cfg.QueueBytes / int64(g.cfg.Queue)), done: make(chan struct{}), open: &g.open}
+		m := newMember(r, &g.cfg, &g.open)
 		r.mu.Lock()
 		if r.gone {
 			r.mu.Unlock()
