@@ -122,6 +122,7 @@ func (s *Server) Admin() http.Handler {
 	r.Post("/admin/drain", s.startDrain)
 	r.Post("/admin/shed", s.shed)
 	r.Post("/admin/revoke", s.revoke)
+	s.occupancyRoutes(r)
 	r.HandleFunc("/debug/pprof/*", pprof.Index)
 	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
