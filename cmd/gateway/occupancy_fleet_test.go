@@ -95,6 +95,7 @@ func TestFleetOccupancy(t *testing.T) {
 		pods[name] = startGatewayWith(t, gatewaytest.Options{Name: name, Args: []string{
 			"--redis", strings.Join(c.Addrs(), ","), "--pod-id", name,
 			"--occupancy-interval", interval.String(), "--linger", "0",
+			"--drain-delay", "0", "--drain-window", "0",
 		}})
 	}
 	admins := []string{pods["pod-a"].Admin, pods["pod-b"].Admin, pods["pod-c"].Admin}
@@ -133,5 +134,13 @@ func TestFleetOccupancy(t *testing.T) {
 	awaitFleet(t, 10*time.Second, room, "pod-a=2", admins[:2]...)
 	if fields := c.NodeForKey(t, key).MustDo(t, "HKEYS", key); strings.TrimSpace(fields) != "pod-a" {
 		t.Fatalf("HKEYS %s after pod-b's members left = %q, want pod-a alone", key, fields)
+	}
+
+	// A pod that drains and exits leaves no record behind.
+	if err := pods["pod-a"].Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.NodeForKey(t, key).MustDo(t, "EXISTS", key); n != "0" {
+		t.Fatalf("EXISTS %s after the last pod holding the room exited = %s, want 0", key, n)
 	}
 }
