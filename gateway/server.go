@@ -109,7 +109,7 @@ func (s *Server) Public() http.Handler {
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
-// /admin/shed, pprof and the operator page.
+// /admin/shed, /admin/rooms, pprof and the operator page.
 func (s *Server) Admin() http.Handler {
 	pages := web.Admin()
 	r := chi.NewRouter()
