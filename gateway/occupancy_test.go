@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -197,5 +200,30 @@ func TestAdminRoomsNeedTheAdminToken(t *testing.T) {
 	}
 	if res := do(t, http.MethodGet, p.public.URL+"/admin/rooms", ""); res.status == http.StatusOK {
 		t.Errorf("GET /admin/rooms on the public listener: 200")
+	}
+}
+
+// TestAdminRoomFleetUnreadable: while the fleet's records cannot be read (Redis
+// unreachable), a room's answer is 503 with a JSON error and Retry-After; the list of
+// this pod's rooms needs no backend and still answers.
+func TestAdminRoomFleetUnreadable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := replay.NewRedisLog(ctx, replay.RedisConfig{Addrs: []string{"127.0.0.1:1"}, Timeout: 200 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPodOn(t, l, podConfig{gw: gateway.Config{PodID: "pod-a"}})
+	res := do(t, http.MethodGet, p.admin.URL+"/admin/rooms/a", "")
+	var e struct{ Error, Message string }
+	if res.status != http.StatusServiceUnavailable || res.header.Get("Retry-After") == "" ||
+		json.Unmarshal([]byte(res.body), &e) != nil || e.Error != "unavailable" || e.Message == "" {
+		t.Fatalf("GET /admin/rooms/a with Redis down: %d %v %s", res.status, res.header, res.body)
+	}
+	var list roomsListAnswer
+	getJSON(t, p.admin.URL+"/admin/rooms", http.StatusOK, &list)
+	if list.Pod != "pod-a" || len(list.Rooms) != 0 || list.Total != 0 {
+		t.Fatalf("GET /admin/rooms with Redis down: %+v", list)
 	}
 }

@@ -173,3 +173,21 @@ func FuzzParseOccupancy(f *testing.F) {
 		}
 	})
 }
+
+// TestRedisOccupancyReloadsLibrary: a node that lost the library (FUNCTION FLUSH, a
+// node replaced) gets it again on the first occupancy call, which then succeeds.
+func TestRedisOccupancyReloadsLibrary(t *testing.T) {
+	t.Parallel()
+	s := redistest.StandaloneWith(t, redistest.Options{})
+	l := newRedisLog(t, []string{s.Addr}, replay.RedisConfig{})
+	ctx := context.Background()
+	room := redistest.Prefix(t)
+	s.MustDo(t, "FUNCTION", "FLUSH")
+	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}, {Room: room + ".b", Members: 1}}); err != nil {
+		t.Fatalf("set after FUNCTION FLUSH: %v", err)
+	}
+	s.MustDo(t, "FUNCTION", "FLUSH")
+	if pods, err := l.Occupancy(ctx, room); err != nil || len(pods) != 1 || pods[0].Members != 2 {
+		t.Fatalf("occupancy after FUNCTION FLUSH: %+v, %v", pods, err)
+	}
+}
