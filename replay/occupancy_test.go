@@ -191,3 +191,37 @@ func TestRedisOccupancyReloadsLibrary(t *testing.T) {
 		t.Fatalf("occupancy after FUNCTION FLUSH: %+v, %v", pods, err)
 	}
 }
+
+// TestRedisOccupancyAfterAnOlderLibrary: during a rollout an older pod may load its
+// roomcast_v1, which lacks the occupancy functions, over the newer one; the next
+// occupancy call of a newer pod loads the full library again and succeeds, and the
+// older functions keep working throughout.
+func TestRedisOccupancyAfterAnOlderLibrary(t *testing.T) {
+	t.Parallel()
+	s := redistest.StandaloneWith(t, redistest.Options{})
+	l := newRedisLog(t, []string{s.Addr}, replay.RedisConfig{})
+	src, err := os.ReadFile("roomcast.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var older []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.Contains(line, "register_function") || !strings.Contains(line, "occupancy") {
+			older = append(older, line)
+		}
+	}
+	s.MustDo(t, "FUNCTION", "LOAD", "REPLACE", strings.Join(older, "\n"))
+	if list := s.MustDo(t, "FUNCTION", "LIST"); strings.Contains(list, "occupancy") || !strings.Contains(list, "roomcast_v1_publish") {
+		t.Fatalf("the older library: %s", list)
+	}
+	ctx := context.Background()
+	room := redistest.Prefix(t)
+	mustAppend(t, l, room, msgN(1))
+	if err := l.SetOccupancy(ctx, "pod-new", time.Minute, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
+		t.Fatalf("set over the older library: %v", err)
+	}
+	mustAppend(t, l, room, msgN(2))
+	if pods, err := l.Occupancy(ctx, room); err != nil || len(pods) != 1 {
+		t.Fatalf("occupancy: %+v, %v", pods, err)
+	}
+}
