@@ -64,6 +64,9 @@ type Config struct {
 	// MetricsApart, when set, takes /metrics off the admin listener: Metrics serves
 	// it on a listener of its own. False: the admin listener serves it.
 	MetricsApart bool
+	// PodID names this pod in the occupancy answers of /admin/rooms (default: the
+	// hostname).
+	PodID string
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
 	// ReplayBatch is how many history events one read fetches (default 256).

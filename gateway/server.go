@@ -109,7 +109,7 @@ func (s *Server) Public() http.Handler {
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
-// /admin/shed, pprof and the operator page.
+// /admin/shed, /admin/rooms, pprof and the operator page.
 func (s *Server) Admin() http.Handler {
 	pages := web.Admin()
 	r := chi.NewRouter()
@@ -122,6 +122,7 @@ func (s *Server) Admin() http.Handler {
 	r.Post("/admin/drain", s.startDrain)
 	r.Post("/admin/shed", s.shed)
 	r.Post("/admin/revoke", s.revoke)
+	s.occupancyRoutes(r)
 	r.HandleFunc("/debug/pprof/*", pprof.Index)
 	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -43,6 +43,11 @@
 // keeps them under room: too, outside every room's keys: room:ticket:{<id>} (SET PX
 // NX, GETDEL) and the sorted set and shard channel room:revoked (control_redis.go).
 //
+// Both also implement Occupancy: each pod's member count of each room it holds, with
+// a TTL, for operators. RedisLog keeps a room's records in the hash room:{r}:pods,
+// written and read by two functions of the library on the node's clock
+// (occupancy_redis.go); a MemoryLog knows its own pod only.
+//
 // # Must not
 //
 // replay knows nothing about HTTP or about who listens. The doorbell callback it is

@@ -99,7 +99,8 @@ type MemoryLog struct {
 	stop chan struct{}
 	done chan struct{}
 
-	ctl memControl // tickets and revocations (control_memory.go)
+	ctl memControl   // tickets and revocations (control_memory.go)
+	occ memOccupancy // pods' member counts (occupancy_memory.go)
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -465,6 +466,7 @@ func (l *MemoryLog) sweepLoop() {
 func (l *MemoryLog) sweep() {
 	now := l.cfg.Now()
 	l.ctl.prune(now)
+	l.occ.prune(now)
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()

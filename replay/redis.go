@@ -194,6 +194,7 @@ type RedisLog struct {
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
 	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
+	occBadLog     atomic.Int64 // when a malformed occupancy record was last logged, Unix ns
 }
 
 var _ Log = (*RedisLog)(nil)

@@ -5,6 +5,8 @@
 --   room:{r}:seq        hash: epoch (this history's name), seq (last assigned)
 --   room:{r}:log        stream, entry id <seq>-0, fields epoch ts type body
 --   room:{r}:idem:<k>   string "<epoch> <seq> <ts>", with its own TTL
+--   room:{r}:pods       hash: pod id -> "<members> <expires ms> <updated ms>", the
+--                       pods holding the room (occupancy), expiring with its last record
 --   room:{r}            shard channel, derived here from the key name (a channel is
 --                       not a key: declared as one it never exists, and every call
 --                       during a slot migration would fail with TRYAGAIN)
@@ -167,5 +169,72 @@ local function since(keys, args)
   return {cur, seq, 0, redis.call('XRANGE', keys[2], from, '+', 'COUNT', limit)}
 end
 
+-- The pods holding a room, by server time in Unix ms.
+local PODS_KEY = '^room:{[%w%._~%-]+}:pods$'
+
+local function valid_pod(pod)
+  return #pod >= 1 and #pod <= 253 and not string.find(pod, '[^!-~]')
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- occupancy: KEYS pods; ARGV pod id, members, ttl ms. Records that the pod holds
+-- that many members of the room until ttl passes (members 0: forgets the pod's
+-- record), drops expired and malformed records and fields that name no pod, and
+-- makes the key expire with the last record in force. Returns the records left.
+local function occupancy(keys, args)
+  if #keys ~= 1 or not string.match(keys[1], PODS_KEY) then
+    return fail('bad pods key')
+  end
+  if #args ~= 3 then
+    return fail('occupancy takes 3 arguments')
+  end
+  local pod, members, ttl = args[1], integer(args[2]), integer(args[3])
+  if not valid_pod(pod) then
+    return fail('bad pod')
+  end
+  if not members or not ttl or ttl < 1 then
+    return fail('bad count')
+  end
+
+  local now = now_ms()
+  if members > 0 then
+    redis.call('HSET', keys[1], pod, fmt(members) .. ' ' .. fmt(now + ttl) .. ' ' .. fmt(now))
+  else
+    redis.call('HDEL', keys[1], pod)
+  end
+  local all = redis.call('HGETALL', keys[1])
+  local last, left = 0, 0
+  for i = 1, #all, 2 do
+    local expires = tonumber(string.match(all[i + 1], '^[1-9]%d* (%d+) %d+$') or '')
+    if not expires or expires <= now or not valid_pod(all[i]) then
+      redis.call('HDEL', keys[1], all[i])
+    else
+      left = left + 1
+      if expires > last then
+        last = expires
+      end
+    end
+  end
+  if last > 0 then
+    redis.call('PEXPIRE', keys[1], last - now)
+  end
+  return left
+end
+
+-- occupancy_read: KEYS pods. Returns {server time in Unix ms, the records as
+-- HGETALL gives them}; the caller drops the expired ones.
+local function occupancy_read(keys, args)
+  if #keys ~= 1 or not string.match(keys[1], PODS_KEY) or #args ~= 0 then
+    return fail('bad occupancy read')
+  end
+  return {now_ms(), redis.call('HGETALL', keys[1])}
+end
+
 redis.register_function('roomcast_v1_publish', publish)
 redis.register_function{function_name = 'roomcast_v1_since', callback = since, flags = {'no-writes'}}
+redis.register_function('roomcast_v1_occupancy', occupancy)
+redis.register_function{function_name = 'roomcast_v1_occupancy_read', callback = occupancy_read, flags = {'no-writes'}}

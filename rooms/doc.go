@@ -48,4 +48,9 @@
 // estimates a member's queued bytes under the room mutex from what the fan-out
 // already keeps: the large frames' byte count, and the queue's length times the
 // room's mean small frame; it adds nothing to the fan-out path.
+//
+// Occupancy (occupancy.go): Room and TopRooms read member counts and a bounded
+// sample of queue lengths under each room's mutex. A Reporter writes this pod's
+// member counts to the fleet's store from its own goroutine; a last leave notes the
+// room for it under a leaf mutex taken inside the room mutex, never blocking.
 package rooms

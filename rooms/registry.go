@@ -102,6 +102,8 @@ type Registry struct {
 	recentMisses atomic.Uint64
 	historyReads atomic.Uint64
 
+	emptyNotes emptyNotes // rooms whose last member left, for a Reporter (occupancy.go)
+
 	wg   sync.WaitGroup // open, repair, expire and budget goroutines
 	stop chan struct{}
 }
@@ -350,6 +352,9 @@ func (g *Registry) Leave(m *Member) {
 	if _, ok := r.members[m]; ok {
 		delete(r.members, m)
 		g.members.Add(-1)
+		if len(r.members) == 0 {
+			g.emptyNotes.emptied(r.name)
+		}
 		r.refs--
 		if r.refs == 0 && !r.gone {
 			r.startLingerLocked(g)

@@ -25,6 +25,7 @@ type config struct {
 	PublishWaitReplicas int
 	RedisTimeout        time.Duration
 	Hot                 hotFlags
+	OccupancyInterval   time.Duration
 
 	History         int
 	HistoryTTL      time.Duration
@@ -82,6 +83,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.PublishWaitReplicas, "publish-wait-replicas", 0, "fleet mode: acknowledge a publish only once this many replicas have it (WAIT)")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 2*time.Second, "fleet mode: bound on each Redis call, retries included")
 	c.Hot.register(fs)
+	registerOccupancy(fs, &c.OccupancyInterval)
 	fs.IntVar(&c.History, "history", 1000, "events kept per room")
 	fs.DurationVar(&c.HistoryTTL, "history-ttl", 24*time.Hour, "a room idle this long loses its history (new epoch next time)")
 	fs.IntVar(&c.MaxRooms, "max-rooms", 100000, "rooms held in memory (embedded mode); publishes to more get 503")
@@ -153,6 +155,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	if err := c.Hot.check(c.Redis != "", fromEnv); err != nil {
+		return c, err
+	}
+	if err := checkPodID(c, fromEnv); err != nil {
 		return c, err
 	}
 	if err := checkAccess(&c, fromEnv); err != nil {

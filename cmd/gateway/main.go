@@ -70,6 +70,7 @@ type pod struct {
 	drain  *drain.Drainer
 	server *gateway.Server
 	auth   *auth.Authenticator
+	occ    *rooms.Reporter
 }
 
 func build(cfg config, logger *slog.Logger) (*pod, error) {
@@ -126,7 +127,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
-		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "",
+		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
 		Registry: metrics,
 		Logger:   logger,
 	})
@@ -134,6 +135,13 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		return fail(err)
 	}
 	p.server = srv
+	if occ, ok := log.(replay.Occupancy); ok {
+		if p.occ, err = rooms.NewReporter(reg, occ, rooms.ReporterConfig{
+			Pod: cfg.podID(), Interval: cfg.OccupancyInterval, Logger: logger,
+		}); err != nil {
+			return fail(err)
+		}
+	}
 	access.Start()
 	return p, nil
 }
@@ -270,6 +278,11 @@ func (p *pod) serve(logger *slog.Logger) int {
 func (p *pod) close(ctx context.Context, logger *slog.Logger) {
 	if p.auth != nil {
 		p.auth.Close()
+	}
+	if p.occ != nil {
+		if err := p.occ.Close(ctx); err != nil {
+			logger.Warn("forgetting the pod's occupancy records", "err", err)
+		}
 	}
 	if p.rooms != nil {
 		if err := p.rooms.Close(ctx); err != nil {

@@ -44,6 +44,7 @@ var ranges = map[string]bound{
 	"redis-timeout":         {min: float64(10 * time.Millisecond), max: float64(time.Minute)},
 	"publish-wait-replicas": {min: 0, max: 16},
 	"hot-room-partitions":   {min: 2, max: 64},
+	"occupancy-interval":    {min: float64(100 * time.Millisecond), max: float64(time.Minute)},
 	"drain-delay":           {min: 0, max: float64(10 * time.Minute)},
 	"drain-window":          {min: 0, max: float64(time.Hour)},
 	"drain-timeout":         {min: float64(time.Second), max: float64(2 * time.Hour)},
@@ -231,6 +232,7 @@ func (c config) effective() []any {
 	return []any{
 		"redis", redis.String(), "redis_tls_ca", c.RedisTLSCA, "redis_password_file", c.RedisPasswordFile, "redis_timeout", fmtDuration(c.RedisTimeout), "publish_wait_replicas", c.PublishWaitReplicas,
 		"hot_rooms", c.Hot.Rooms, "hot_room_partitions", c.Hot.Partitions, "pod_id", c.Hot.PodID,
+		"occupancy_interval", fmtDuration(c.OccupancyInterval),
 		"history", c.History, "history_ttl", fmtDuration(c.HistoryTTL), "max_rooms", c.MaxRooms, "max_history_bytes", int64(c.MaxHistoryBytes),
 		"retry_min", fmtDuration(c.RetryMin), "retry_max", fmtDuration(c.RetryMax), "heartbeat", fmtDuration(c.Heartbeat),
 		"write_timeout", fmtDuration(c.WriteTimeout), "queue", c.Queue, "queue_bytes", int64(c.QueueBytes),
