@@ -223,3 +223,66 @@ func TestAlertRulesAreDocumentedAndCovered(t *testing.T) {
 		}
 	}
 }
+
+// readmeAnchors returns the GitHub anchors of the README's headings, and whether it
+// has the "Operating roomcast" section the runbooks live in.
+func readmeAnchors(path string) (map[string]bool, bool, error) {
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, false, err
+	}
+	anchors, operating := map[string]bool{}, false
+	inFence := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		if title == "Operating roomcast" {
+			operating = true
+		}
+		anchors[githubAnchor(title)] = true
+	}
+	return anchors, operating, nil
+}
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, punctuation other
+// than - and _ dropped, spaces turned into -.
+func githubAnchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(title) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// TestAlertRunbooksInREADME: every alert's runbook_url lands on a heading of the
+// README. Until the README has its "Operating roomcast" section the test skips.
+func TestAlertRunbooksInREADME(t *testing.T) {
+	anchors, operating, err := readmeAnchors("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !operating {
+		t.Skip(`README.md has no "Operating roomcast" section yet`)
+	}
+	var rules ruleFile
+	if err := loadYAML(alertsFile, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if a, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase); ok && !anchors[a] {
+				t.Errorf("alert %s: README.md has no heading whose anchor is #%s (a heading %q)", r.Alert, a, r.Alert)
+			}
+		}
+	}
+}
