@@ -158,6 +158,9 @@ func checkAlerts(rules ruleFile, tests alertTests) []error {
 					errs = append(errs, fmt.Errorf("alert %s: runbook_url %q, want %s%s (the README heading named after the alert)", r.Alert, u, runbookBase, want))
 				}
 			}
+			for _, err := range countersInRates(r.Expr) {
+				errs = append(errs, fmt.Errorf("alert %s: %w", r.Alert, err))
+			}
 			if !fires[r.Alert] {
 				errs = append(errs, fmt.Errorf("alert %s: no case in %s expects it to fire", r.Alert, alertTestsFile))
 			}
@@ -176,6 +179,28 @@ func checkAlerts(rules ruleFile, tests alertTests) []error {
 	}
 	if want := filepath.Base(alertsFile); !slices.Equal(tests.RuleFiles, []string{want}) {
 		errs = append(errs, fmt.Errorf("%s loads %v, want [%s]", alertTestsFile, tests.RuleFiles, want))
+	}
+	return errs
+}
+
+// counterSuffixes end the names of counters and of a histogram's cumulative series.
+var counterSuffixes = []string{"_total", "_count", "_sum", "_bucket"}
+
+// countersInRates returns an error for each counter expr selects outside rate() or
+// increase(): an alert on a counter's absolute value depends on when the pod started.
+func countersInRates(expr string) []error {
+	var errs []error
+	for _, name := range metricNames(expr) {
+		if !slices.ContainsFunc(counterSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
+			continue
+		}
+		re := regexp.MustCompile(`(\w*)\(\s*` + regexp.QuoteMeta(name) + `\b|` + regexp.QuoteMeta(name) + `\b`)
+		for _, m := range re.FindAllStringSubmatch(expr, -1) {
+			if fn := m[1]; fn != "rate" && fn != "increase" {
+				errs = append(errs, fmt.Errorf("counter %s is not inside rate() or increase()", name))
+				break
+			}
+		}
 	}
 	return errs
 }
@@ -204,6 +229,9 @@ func TestAlertRulesAreDocumentedAndCovered(t *testing.T) {
 			r.Groups[0].Rules[0].Annotations["runbook_url"] = runbookBase + "operating-roomcast"
 		},
 		"untested": func(_ *ruleFile, tt *alertTests) { tt.Tests = nil },
+		"absolute count": func(r *ruleFile, _ *alertTests) {
+			r.Groups[0].Rules[0].Expr = `sum by (job) (roomcast_streams_opened_total{resumed="true"}) > 1000`
+		},
 	}
 	for name, breakIt := range breakers {
 		var r ruleFile
