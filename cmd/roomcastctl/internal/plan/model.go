@@ -49,6 +49,8 @@ type Inputs struct {
 	// not given.
 	PodMemory      int64 `json:"pod_memory_bytes,omitempty"`
 	ReservedMemory int64 `json:"reserved_memory_bytes,omitempty"`
+	// MaxStreams is the pods' admission cap (--max-streams); 0 when not given.
+	MaxStreams int64 `json:"max_streams,omitempty"`
 	// Per-shard limits (0: unknown): publishes/s, doorbell pushes/s and push bytes/s
 	// one primary sustains.
 	ShardPublishLimit  float64 `json:"shard_publish_limit,omitempty"`
@@ -86,6 +88,8 @@ func (in Inputs) Validate() error {
 		return fmt.Errorf("room name length must be 1..%d, not %d", maxRoomNameLen, in.RoomNameLen)
 	case in.PodMemory < 0 || in.PodMemory > maxBytes || in.ReservedMemory < 0 || in.ReservedMemory > maxBytes:
 		return errors.New("pod memory and reserved memory must be 0..1PiB")
+	case in.MaxStreams < 0 || in.MaxStreams > maxRooms:
+		return fmt.Errorf("max streams must be 0..%d, not %d", int64(maxRooms), in.MaxStreams)
 	case in.PodMemory > 0 && in.ReservedMemory >= in.PodMemory:
 		return fmt.Errorf("reserved memory (%d bytes) leaves nothing of the pod memory (%d bytes) for streams", in.ReservedMemory, in.PodMemory)
 	}
@@ -127,7 +131,8 @@ type Plan struct {
 
 	// EPods is the mean number of pods one publish reaches.
 	EPods float64 `json:"e_pods"`
-	// StreamsPerPodLimit is how many streams a pod's memory holds (nil: unknown).
+	// StreamsPerPodLimit is how many streams a pod holds: what its memory holds,
+	// capped by --max-streams (nil: unknown).
 	StreamsPerPodLimit *float64 `json:"streams_per_pod_limit"`
 
 	Streams       float64 `json:"streams"`
@@ -234,6 +239,11 @@ func Compute(in Inputs, lim Limits) (*Plan, error) {
 		perStream := *lim.RSSPerConnKiB * 1024
 		n := math.Floor(float64(in.PodMemory-in.ReservedMemory) / perStream)
 		p.StreamsPerPodLimit = &n
+	}
+	if in.MaxStreams > 0 {
+		if n := float64(in.MaxStreams); p.StreamsPerPodLimit == nil || n < *p.StreamsPerPodLimit {
+			p.StreamsPerPodLimit = &n
+		}
 	}
 	if lim.RSSPerConnKiB != nil {
 		m := p.StreamsPerPod**lim.RSSPerConnKiB*1024 + float64(in.ReservedMemory)

@@ -196,6 +196,17 @@ func TestComputeAffinity(t *testing.T) {
 	if p.FirstLimit != PodStreams {
 		t.Errorf("first limit %q, want %s", p.FirstLimit, PodStreams)
 	}
+	// --max-streams caps what memory allows.
+	in.MaxStreams = 5000
+	p, _ = Compute(in, Limits{Source: "x.json", RSSPerConnKiB: f(100)})
+	if *p.StreamsPerPodLimit != 5000 || p.EPods != 4 {
+		t.Errorf("with --max-streams 5000: streams per pod %v, E %v", *p.StreamsPerPodLimit, p.EPods)
+	}
+	p, _ = Compute(in, Limits{})
+	if *p.StreamsPerPodLimit != 5000 || p.EPods != 4 {
+		t.Errorf("with --max-streams alone: streams per pod %v, E %v", *p.StreamsPerPodLimit, p.EPods)
+	}
+	in.MaxStreams = 0
 	// The fleet cannot hold a room larger than pods × streams per pod.
 	in.MembersMin, in.MembersMax = 60000, 60000
 	p, _ = Compute(in, Limits{Source: "x.json", RSSPerConnKiB: f(100)})

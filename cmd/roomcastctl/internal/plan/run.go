@@ -64,6 +64,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&in.RoomNameLen, "room-name-len", in.RoomNameLen, "characters in a room name (sizes frames and doorbells)")
 	fs.StringVar(&podMemory, "pod-memory", "", "a pod's memory limit (`bytes`: 1280Mi, 2GiB); with rss_per_conn_kib from --limits it bounds streams per pod")
 	fs.StringVar(&reserved, "reserved-memory", "", "the part of --pod-memory not for streams (`bytes`: the process at rest, --recent-bytes, --max-queued-bytes)")
+	fs.Int64Var(&in.MaxStreams, "max-streams", 0, "the pods' --max-streams admission cap (`N`; 0: none)")
 	fs.StringVar(&limitsPath, "limits", "", "per-pod limits: a cmd/loadgen -json report (`file`)")
 	fs.StringVar(&shardPub, "shard-publish-limit", "", "publishes/s one Redis primary sustains (`N`)")
 	fs.StringVar(&shardDel, "shard-delivery-limit", "", "doorbell pushes/s one Redis primary sustains (`N`)")
