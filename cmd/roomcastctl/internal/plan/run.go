@@ -178,12 +178,12 @@ func Run(args []string, stdout, stderr io.Writer) int {
 func readLimits(path string) (Limits, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Limits{}, fmt.Errorf("plan: limits: %w", err)
+		return Limits{}, fmt.Errorf("limits: %w", err)
 	}
 	defer f.Close()
 	l, err := DecodeLimits(f)
 	if err != nil {
-		return Limits{}, fmt.Errorf("%s: %w", path, err)
+		return Limits{}, fmt.Errorf("limits %s: %w", path, err)
 	}
 	l.Source = path
 	return l, nil
