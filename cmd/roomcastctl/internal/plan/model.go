@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Routing and Redis shapes.
@@ -166,7 +167,13 @@ type Plan struct {
 	// times the load; empty when no limit is known.
 	FirstLimit string   `json:"first_limit,omitempty"`
 	FirstScale *float64 `json:"first_limit_scale_factor,omitempty"`
-	Notes      []string `json:"notes"`
+	// PodsNeeded is the fewest pods whose known per-pod limits all hold this load
+	// (nil when no per-pod limit is known), and what the bus costs with that many:
+	// under round-robin routing more pods mean more pods per publish.
+	PodsNeeded                  *int     `json:"pods_needed"`
+	EPodsAtPodsNeeded           *float64 `json:"e_pods_at_pods_needed"`
+	RedisDeliveriesAtPodsNeeded *float64 `json:"redis_deliveries_per_sec_at_pods_needed"`
+	Notes                       []string `json:"notes"`
 }
 
 // EPodsRoundRobin is the expected number of distinct pods among P that M members
@@ -218,7 +225,10 @@ func meanEPodsAffinity(pods, lo, hi int, perPod float64) float64 {
 }
 
 // Compute derives the plan. It fails only on inputs out of bounds.
-func Compute(in Inputs, lim Limits) (*Plan, error) {
+func Compute(in Inputs, lim Limits) (*Plan, error) { return compute(in, lim, true) }
+
+// compute derives the plan; withNeeded adds PodsNeeded (a second plan at that size).
+func compute(in Inputs, lim Limits, withNeeded bool) (*Plan, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -309,6 +319,9 @@ func Compute(in Inputs, lim Limits) (*Plan, error) {
 			p.FirstLimit, p.FirstScale = r.Name, r.Scale
 		}
 	}
+	if withNeeded {
+		p.podsNeeded(lim)
+	}
 	if lim.Subscribers != nil && p.StreamsPerPod > float64(*lim.Subscribers) {
 		p.note("%.0f streams per pod is more than the %d the limits were measured with: the per-pod limits are extrapolated", p.StreamsPerPod, *lim.Subscribers)
 	}
@@ -316,6 +329,37 @@ func Compute(in Inputs, lim Limits) (*Plan, error) {
 		p.note("at the measured limits a pod's p99 publish-to-deliver latency was %.4g ms", *lim.P99ms)
 	}
 	return p, nil
+}
+
+// podsNeeded fills PodsNeeded: every per-pod use is a total over the pods, so the
+// pods needed are the pods times the highest per-pod utilisation, rounded up.
+func (p *Plan) podsNeeded(lim Limits) {
+	worst := -1.0
+	for _, r := range p.Resources {
+		if r.Utilisation != nil && strings.HasPrefix(r.Name, "pod_") {
+			worst = max(worst, *r.Utilisation)
+		}
+	}
+	if worst < 0 {
+		return
+	}
+	n := max(1, int(math.Ceil(float64(p.Inputs.Pods)*worst-1e-9)))
+	if n > maxPods {
+		p.note("more than %d pods needed", maxPods)
+		return
+	}
+	p.PodsNeeded = &n
+	e, d := p.EPods, p.RedisDeliveriesPerSec
+	if n != p.Inputs.Pods {
+		in := p.Inputs
+		in.Pods = n
+		q, err := compute(in, lim, false)
+		if err != nil {
+			return
+		}
+		e, d = q.EPods, q.RedisDeliveriesPerSec
+	}
+	p.EPodsAtPodsNeeded, p.RedisDeliveriesAtPodsNeeded = &e, &d
 }
 
 func known(v float64) *float64 {

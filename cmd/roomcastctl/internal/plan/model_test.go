@@ -138,8 +138,8 @@ func TestComputeShapes(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if p.FirstLimit != "" || p.FirstScale != nil {
-		t.Errorf("first limit %q with no limit known", p.FirstLimit)
+	if p.FirstLimit != "" || p.FirstScale != nil || p.PodsNeeded != nil {
+		t.Errorf("first limit %q, pods needed %v with no limit known", p.FirstLimit, p.PodsNeeded)
 	}
 	for _, r := range p.Resources {
 		if r.Limit != nil || r.Unknown == "" {
@@ -258,8 +258,41 @@ func TestComputeLimits(t *testing.T) {
 	if !hasNote(p, "more than the 1000 the limits were measured with") || !hasNote(p, "12 ms") {
 		t.Errorf("notes %q", p.Notes)
 	}
+	// 8000 deliveries/s need 1 pod at 10000/s; 4000 streams need 1 pod of 27594.
+	if *p.PodsNeeded != 1 || *p.EPodsAtPodsNeeded != 1 || *p.RedisDeliveriesAtPodsNeeded != 2000 {
+		t.Errorf("pods needed %d (E %v, deliveries %v), want 1", *p.PodsNeeded, *p.EPodsAtPodsNeeded, *p.RedisDeliveriesAtPodsNeeded)
+	}
 	if want := 4000.0/3*38*1024 + float64(256<<20); !near(*p.MemoryPerPod, want, 1e-6) {
 		t.Errorf("memory per pod %v, want %v", *p.MemoryPerPod, want)
+	}
+}
+
+// TestPodsNeeded: more load than the pods hold asks for more pods, and under
+// round-robin those pods cost Redis more pushes per publish.
+func TestPodsNeeded(t *testing.T) {
+	in := baseInputs()
+	in.Rooms, in.MembersMin, in.MembersMax = 10000, 10, 10
+	in.MaxStreams = 20000 // 100,000 streams need 5 pods
+	p, err := Compute(in, Limits{Source: "x.json", DeliveriesPerSec: f(5000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2000 events/s × 10 members = 20,000 frames/s: 4 pods of 5000/s; streams need 5.
+	if *p.PodsNeeded != 5 || p.FirstLimit != PodStreams || *p.FirstScale >= 1 {
+		t.Fatalf("pods needed %v, first limit %q at %v", *p.PodsNeeded, p.FirstLimit, *p.FirstScale)
+	}
+	if !near(*p.EPodsAtPodsNeeded, EPodsRoundRobin(5, 10), 1e-12) || *p.RedisDeliveriesAtPodsNeeded <= p.RedisDeliveriesPerSec {
+		t.Errorf("at 5 pods: E %v, deliveries %v (at 3: %v)", *p.EPodsAtPodsNeeded, *p.RedisDeliveriesAtPodsNeeded, p.RedisDeliveriesPerSec)
+	}
+	in.Pods = 5
+	q, _ := Compute(in, Limits{Source: "x.json", DeliveriesPerSec: f(5000)})
+	for _, r := range q.Resources {
+		if r.Utilisation != nil && *r.Utilisation > 1 {
+			t.Errorf("at the pods needed, %s is at %v", r.Name, *r.Utilisation)
+		}
+	}
+	if *q.PodsNeeded != 5 {
+		t.Errorf("at 5 pods, pods needed %d", *q.PodsNeeded)
 	}
 }
 

@@ -85,6 +85,10 @@ func (p *Plan) WriteTable(w io.Writer) error {
 	default:
 		fmt.Fprintf(w, "first limit: %s, at %sx this load (rooms of this shape, same pods and shards)\n", p.FirstLimit, num(*p.FirstScale))
 	}
+	if p.PodsNeeded != nil {
+		fmt.Fprintf(w, "pods needed for the per-pod limits: %d (E_pods %s, Redis deliveries %s/s)\n",
+			*p.PodsNeeded, num(*p.EPodsAtPodsNeeded), num(*p.RedisDeliveriesAtPodsNeeded))
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
