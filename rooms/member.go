@@ -120,11 +120,16 @@ func (m *Member) ReleaseBytes(n int) {
 // frames are not counted one by one, which keeps the fan-out path free of writes to
 // the member). The room's lock must be held.
 func (m *Member) queuedLocked() int64 {
+	return m.bytes.Load() + int64(m.depth())*m.room.smallAvg
+}
+
+// depth is the number of items waiting in the member's queue.
+func (m *Member) depth() int {
 	n := len(m.first)
 	if l := m.longer.Load(); l != nil {
 		n += len(*l)
 	}
-	return m.bytes.Load() + int64(n)*m.room.smallAvg
+	return n
 }
 
 // queued is queuedLocked for callers without the lock.

@@ -88,7 +88,7 @@ func (g *Registry) Room(name string) RoomInfo {
 			break
 		}
 		if m.reason.Load() == 0 {
-			depths[n] = int32(len(m.queue))
+			depths[n] = int32(m.depth())
 			n++
 		}
 	}
