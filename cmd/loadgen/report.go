@@ -17,7 +17,15 @@ const maxLossyListed = 10
 // Report is the outcome of a run; its JSON form is the -json output.
 type Report struct {
 	// Scenario is the -scenario the run started from; empty for plain flags.
-	Scenario       string  `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Timeline has one point per second of the measured window. It and the other
+	// nested parts come first: scripts take a top-level number as the last
+	// occurrence of its name on the line, and the timeline repeats those names.
+	Timeline []TimelinePoint `json:"timeline"`
+	// Storm is the storm scenario's outcome; Drains the rolling-drain's, per pod.
+	Storm  *StormResult  `json:"storm,omitempty"`
+	Drains []DrainResult `json:"drains,omitempty"`
+
 	Idle           bool    `json:"idle,omitempty"`
 	Subscribers    int     `json:"subscribers"`
 	Connected      int64   `json:"connected"`
@@ -61,12 +69,6 @@ type Report struct {
 	RSSBeforeKiB  int64   `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB   int64   `json:"rss_after_kib,omitempty"`
 	RSSPerConnKiB float64 `json:"rss_per_conn_kib,omitempty"`
-
-	// Timeline has one point per second of the measured window.
-	Timeline []TimelinePoint `json:"timeline"`
-	// Storm is the storm scenario's outcome; Drains the rolling-drain's, per pod.
-	Storm  *StormResult  `json:"storm,omitempty"`
-	Drains []DrainResult `json:"drains,omitempty"`
 }
 
 // measureRSS records the server's memory around connecting n streams.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -291,6 +292,33 @@ func TestScenarioBadFlags(t *testing.T) {
 	} {
 		if code := realMain(args, io.Discard, io.Discard); code != exitError {
 			t.Errorf("realMain(%q) = %d, want %d", args, code, exitError)
+		}
+	}
+}
+
+// TestJSONReportTopLevelLast guards the .ci scripts, which take a number from the
+// one-line JSON report with a greedy sed or grep | tail -1, that is the last
+// occurrence of "name": on the line: the timeline repeats names of the top level
+// (deliveries_per_sec, p99_ms, reconnects), so it must come before them.
+func TestJSONReportTopLevelLast(t *testing.T) {
+	rep := Report{Scenario: "storm", DeliveriesPerSec: 111, P50ms: 2.5, P99ms: 9.5, Reconnects: 7, PublishesPerSec: 5,
+		Timeline: []TimelinePoint{{T: 1, DeliveriesPerSec: 999, P50ms: 99, P99ms: 999, Reconnects: 99}},
+		Storm:    &StormResult{Via: stormShed, Ended: 99, Reconnected: 99, ReconnectsPerSec: 999},
+		Drains:   []DrainResult{{URL: "http://a", Moved: 99, Seconds: 9}}}
+	var b bytes.Buffer
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	line := b.String()
+	for key, want := range map[string]string{"deliveries_per_sec": "111", "p50_ms": "2.5", "p99_ms": "9.5",
+		"reconnects": "7", "publishes_per_sec": "5"} {
+		m := regexp.MustCompile(`.*"` + key + `":(-?[0-9.e+-]*)`).FindStringSubmatch(line)
+		if m == nil || m[1] != want {
+			got := "none"
+			if m != nil {
+				got = m[1]
+			}
+			t.Errorf("last %q on the line = %s, want the top level's %s:\n%s", key, got, want, line)
 		}
 	}
 }
