@@ -113,7 +113,8 @@ func drawPlot(path, title, unit string, tl []TimelinePoint, lines []series) erro
 	c := vgimg.NewWith(
 		vgimg.UseWH(vg.Length(plotWidthPx)*vg.Inch/plotDPI, vg.Length(plotHeightPx)*vg.Inch/plotDPI),
 		vgimg.UseDPI(plotDPI))
-	p.Draw(draw.New(c))
+	pad := vg.Points(8)
+	p.Draw(draw.Crop(draw.New(c), pad, -pad, pad, -pad))
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
