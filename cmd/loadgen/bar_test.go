@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,33 @@ func TestBarLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := barGauge(tt.elapsed, tt.total); got != tt.want {
 				t.Errorf("barGauge = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWantBar(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	tests := []struct {
+		name   string
+		mode   string
+		stderr io.Writer
+		want   bool
+	}{
+		{name: "on draws into anything", mode: barOn, stderr: &bytes.Buffer{}, want: true},
+		{name: "off never", mode: barOff, stderr: w},
+		{name: "auto not into a buffer", mode: barAuto, stderr: &bytes.Buffer{}},
+		{name: "auto not into a pipe", mode: barAuto, stderr: w},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := wantBar(tt.mode, tt.stderr); got != tt.want {
+				t.Errorf("wantBar(%s) = %v, want %v", tt.mode, got, tt.want)
 			}
 		})
 	}

@@ -78,7 +78,7 @@ func runMain(t *testing.T, args ...string) (int, Report, map[string]any, string)
 
 // checkClean fails t unless the run exited 0 with every loss counter at zero, no
 // publish error, and the agreed report fields present.
-func checkClean(t *testing.T, code int, rep Report, raw map[string]any, stderr, scenario string) {
+func checkClean(t *testing.T, code int, rep Report, raw map[string]any, stderr, scenario string, d time.Duration) {
 	t.Helper()
 	for _, k := range []string{"scenario", "egress_bytes_per_sec", "timeline", "deliveries_per_sec", "subscribers", "p99_ms", "lost"} {
 		if _, ok := raw[k]; !ok {
@@ -97,7 +97,7 @@ func checkClean(t *testing.T, code int, rep Report, raw map[string]any, stderr, 
 		t.Errorf("published %d, deliveries/s %.0f, egress bytes/s %.0f: want all > 0",
 			rep.Published, rep.DeliveriesPerSec, rep.EgressBytesPerSec)
 	}
-	checkTimeline(t, rep)
+	checkTimeline(t, rep, d)
 	var delivered float64
 	for _, p := range rep.Timeline {
 		delivered += p.DeliveriesPerSec
@@ -108,21 +108,25 @@ func checkClean(t *testing.T, code int, rep Report, raw map[string]any, stderr, 
 }
 
 // checkTimeline fails t unless the timeline has one point per second of the
-// measured window: point k (from 1) closes second k, and the last point, which may
-// close a shorter interval, closes the window.
-func checkTimeline(t *testing.T, rep Report) {
+// measured window: point k (from 1) closes second k, late by less than a second
+// on a loaded machine, and the last point, which may close a shorter interval,
+// closes the window. The window lasts the requested d, or longer while a
+// scenario's action runs.
+func checkTimeline(t *testing.T, rep Report, d time.Duration) {
 	t.Helper()
 	tl := rep.Timeline
-	if want := int(math.Ceil(rep.MeasuredSeconds - 0.2)); len(tl) != max(want, 1) {
-		t.Errorf("timeline has %d points for a %.3fs window, want %d: %+v", len(tl), rep.MeasuredSeconds, max(want, 1), tl)
+	lo := int(math.Ceil(d.Seconds()))
+	hi := max(lo, int(math.Ceil(rep.MeasuredSeconds)))
+	if len(tl) < lo || len(tl) > hi {
+		t.Errorf("timeline has %d points for a %.3fs window of %s requested, want %d..%d: %+v", len(tl), rep.MeasuredSeconds, d, lo, hi, tl)
 		return
 	}
 	for i, p := range tl[:len(tl)-1] {
-		if math.Abs(p.T-float64(i+1)) > 0.5 {
-			t.Errorf("point %d at t=%.3f, want about %d: %+v", i, p.T, i+1, tl)
+		if p.T < float64(i+1) || p.T >= float64(i+2) {
+			t.Errorf("point %d at t=%.3f, want in [%d, %d): %+v", i, p.T, i+1, i+2, tl)
 		}
 	}
-	if last := tl[len(tl)-1].T; math.Abs(last-rep.MeasuredSeconds) > 0.05 {
+	if last := tl[len(tl)-1].T; math.Abs(last-rep.MeasuredSeconds) > 0.2 {
 		t.Errorf("last point at t=%.3f, want the window's end %.3f", last, rep.MeasuredSeconds)
 	}
 }
@@ -136,7 +140,7 @@ func TestScenarioFanoutEmbedded(t *testing.T) {
 	pod := startPod(t, "pod")
 	dir := t.TempDir()
 	code, rep, raw, stderr := runMain(t, shortRun(pod.Public, "-scenario", "fanout", "-subs", "40", "-rate", "50", "-plot", dir)...)
-	checkClean(t, code, rep, raw, stderr, "fanout")
+	checkClean(t, code, rep, raw, stderr, "fanout", 2*time.Second)
 	if rep.Subscribers != 40 || rep.Connected != 40 {
 		t.Errorf("subscribers %d, connected %d; want 40", rep.Subscribers, rep.Connected)
 	}
@@ -152,7 +156,7 @@ func TestScenarioFanoutEmbedded(t *testing.T) {
 func TestScenarioManyRoomsEmbedded(t *testing.T) {
 	pod := startPod(t, "pod")
 	code, rep, raw, stderr := runMain(t, shortRun(pod.Public, "-scenario", "many-rooms", "-rooms", "100", "-rate", "200")...)
-	checkClean(t, code, rep, raw, stderr, "many-rooms")
+	checkClean(t, code, rep, raw, stderr, "many-rooms", 2*time.Second)
 	// The scenario's two members per room, unless -subs says otherwise.
 	if rep.Subscribers != 200 || rep.Connected != 200 {
 		t.Errorf("subscribers %d, connected %d; want 2 per room = 200", rep.Subscribers, rep.Connected)
@@ -162,7 +166,7 @@ func TestScenarioManyRoomsEmbedded(t *testing.T) {
 func TestScenarioSoakEmbedded(t *testing.T) {
 	pod := startPod(t, "pod")
 	code, rep, raw, stderr := runMain(t, shortRun(pod.Public, "-scenario", "soak", "-subs", "20", "-rate", "50", "-report-every", "500ms")...)
-	checkClean(t, code, rep, raw, stderr, "soak")
+	checkClean(t, code, rep, raw, stderr, "soak", 2*time.Second)
 	var lines int
 	for l := range strings.Lines(stderr) {
 		if strings.HasPrefix(l, "soak ") {
@@ -196,7 +200,7 @@ func TestScenarioStorm(t *testing.T) {
 				args = append(args, "-storm-via", tt.via)
 			}
 			code, rep, raw, stderr := runMain(t, args...)
-			checkClean(t, code, rep, raw, stderr, "storm")
+			checkClean(t, code, rep, raw, stderr, "storm", 3*time.Second)
 			s := rep.Storm
 			if s == nil {
 				t.Fatalf("no storm in the report: %s", stderr)
@@ -225,7 +229,7 @@ func TestScenarioRollingDrain(t *testing.T) {
 	code, rep, raw, stderr := runMain(t, "-scenario", "rolling-drain", "-url", a.Public, "-url", b.Public,
 		"-admin-url", a.Admin, "-room-prefix", redistest.Prefix(t)+"-",
 		"-subs", "40", "-rooms", "4", "-rate", "100", "-warmup", "0s", "-duration", "2s", "-progress", "0", "-bar", "off")
-	checkClean(t, code, rep, raw, stderr, "rolling-drain")
+	checkClean(t, code, rep, raw, stderr, "rolling-drain", 2*time.Second)
 	if len(rep.Drains) != 1 {
 		t.Fatalf("drains = %+v, want one", rep.Drains)
 	}
