@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -81,6 +82,21 @@ func writePlots(dir, scenario string, tl []TimelinePoint) error {
 	return nil
 }
 
+// niceCeil returns the smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten
+// that is at least v, and 1 for v <= 0 (an all-zero series still gets an axis).
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, f := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8} {
+		if f*e >= v {
+			return f * e
+		}
+	}
+	return 10 * e
+}
+
 // drawPlot draws lines over the timeline into the PNG file path.
 func drawPlot(path, title, unit string, tl []TimelinePoint, lines []series) error {
 	p := plot.New()
@@ -89,14 +105,18 @@ func drawPlot(path, title, unit string, tl []TimelinePoint, lines []series) erro
 	p.Y.Label.Text = unit
 	p.Add(plotter.NewGrid())
 	for _, s := range lines {
-		xys := make(plotter.XYs, len(tl))
+		// A point holds over the interval it closes: a step before it, and the
+		// first interval drawn from 0.
+		xys := make(plotter.XYs, len(tl)+1)
+		xys[0].Y = s.y(tl[0])
 		for i, pt := range tl {
-			xys[i].X, xys[i].Y = pt.T, s.y(pt)
+			xys[i+1].X, xys[i+1].Y = pt.T, s.y(pt)
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", filepath.Base(path), err)
 		}
+		l.StepStyle = plotter.PreStep
 		l.Color = s.colour
 		l.Width = vg.Points(2)
 		p.Add(l)
@@ -107,9 +127,7 @@ func drawPlot(path, title, unit string, tl []TimelinePoint, lines []series) erro
 	p.Legend.Top = true
 	p.X.Min = 0
 	p.Y.Min = 0
-	if p.Y.Max <= 0 {
-		p.Y.Max = 1 // an all-zero series (no reconnects) still gets an axis
-	}
+	p.Y.Max = niceCeil(p.Y.Max) // room above the highest point, and round ticks
 	c := vgimg.NewWith(
 		vgimg.UseWH(vg.Length(plotWidthPx)*vg.Inch/plotDPI, vg.Length(plotHeightPx)*vg.Inch/plotDPI),
 		vgimg.UseDPI(plotDPI))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,15 @@ func TestWritePlotsEmptyTimeline(t *testing.T) {
 	err := writePlots(t.TempDir(), "", nil)
 	if err == nil || !strings.Contains(err.Error(), "timeline") {
 		t.Errorf("writePlots(no timeline) = %v, want an error naming the timeline", err)
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for _, tt := range []struct{ in, want float64 }{
+		{0, 1}, {-3, 1}, {1, 1}, {26000, 30000}, {19997, 20000}, {0.7, 0.8}, {9.5, 10}, {301, 400},
+	} {
+		if got := niceCeil(tt.in); math.Abs(got-tt.want) > 1e-9*tt.want {
+			t.Errorf("niceCeil(%v) = %v, want %v", tt.in, got, tt.want)
+		}
 	}
 }
