@@ -32,6 +32,9 @@
 //	go run ./cmd/loadgen -subs 1000 -rate 100 -batch 20 -token "$TOKEN" -json
 //	go run ./cmd/loadgen -idle -subs 5000 -pid "$(pgrep -n gateway)" -duration 10s
 //	go run ./cmd/loadgen -serve-hub 127.0.0.1:8081
+//	go run ./cmd/loadgen -scenario fanout -plot /tmp/plots -json
+//	go run ./cmd/loadgen -scenario storm -admin-url http://127.0.0.1:9090
+//	go run ./cmd/loadgen -scenario rolling-drain -url http://a:8080 -url http://b:8080 -admin-url http://a:9090
 //
 // Exit codes: 0 clean; 1 a gap, duplicate, out-of-order event, unannounced epoch change
 // or malformed frame was seen, or an acknowledged event had not arrived when the run
