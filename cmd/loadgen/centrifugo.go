@@ -109,7 +109,7 @@ func (s *subscriber) handleCentrifugo(ev gatewaytest.Event, now time.Time, ls *l
 		// holds no "offset" key.
 		seq, ok := gatewaytest.UintAfter(data, keyOffset)
 		if !ok || s.epoch == nil {
-			s.malformed++
+			s.noteMalformed()
 			return
 		}
 		s.accept(s.epoch, seq, data, now, ls)
@@ -127,13 +127,13 @@ func (s *subscriber) centrifugoConnected(data []byte, now time.Time, ls *loadSta
 		} `json:"connect"`
 	}
 	if err := json.Unmarshal(data, &push); err != nil {
-		s.malformed++
+		s.noteMalformed()
 		return
 	}
 	sub, ok := push.Connect.Subs[s.room.name]
 	if !ok || !sub.Recoverable {
 		// Without history the offsets are not dense: nothing could be checked.
-		s.malformed++
+		s.noteMalformed()
 		return
 	}
 	epoch := []byte(sub.Epoch)

@@ -13,8 +13,37 @@ import (
 
 // Config is one run of the load generator, filled from flags.
 type Config struct {
-	// URL is the server's base URL, without a trailing slash.
+	// Scenario names the preset the run started from (see scenario.go); empty means
+	// the plain flags alone.
+	Scenario string
+	// URL is the server's base URL, without a trailing slash: the first of URLs.
 	URL string
+	// URLs are the base URLs of every pod under load (-url, repeatable): subscriber i
+	// streams from pod i%len(URLs), publishes go round-robin over them.
+	URLs []string
+	// AdminURLs are admin listeners (-admin-url, repeatable), the i-th one belonging
+	// to the i-th -url: storm sheds through them, rolling-drain drains their pods.
+	AdminURLs []string
+	// AdminToken, read from -admin-token-file, is sent as a Bearer credential to
+	// the admin listeners.
+	AdminToken string
+	// StormVia is how the storm scenario ends every stream: stormShed (the server,
+	// POST /admin/shed) or stormClient (every subscriber closes its connection).
+	StormVia string
+	// StormAt is when, into the measured window, the storm begins.
+	StormAt time.Duration
+	// DrainCmd, when set, is run through sh -c to drain each pod instead of POST
+	// /admin/drain (rolling-drain).
+	DrainCmd string
+	// DrainWait bounds the wait for one drained pod's streams to move elsewhere.
+	DrainWait time.Duration
+	// ReportEvery is the interval of the periodic report line on stderr; 0 means none.
+	ReportEvery time.Duration
+	// PlotDir, when set, receives PNG plots of the timeline.
+	PlotDir string
+	// Bar is the progress bar mode: barAuto (when stderr is a terminal), barOn or
+	// barOff.
+	Bar string
 	// Subs is the number of subscribers; subscriber i joins room RoomPrefix+(i%Rooms).
 	Subs       int
 	Rooms      int
@@ -73,7 +102,19 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "server base `URL`")
+	urls := &stringList{def: []string{"http://127.0.0.1:8080"}}
+	admins := &stringList{}
+	fs.StringVar(&c.Scenario, "scenario", "", "named scenario whose defaults the other flags override: "+strings.Join(scenarioNames(), ", "))
+	fs.Var(urls, "url", "server base `URL`; repeat for several pods (subscribers and publishes spread over them)")
+	fs.Var(admins, "admin-url", "admin listener `URL` of the pod given by the -url at the same position (repeatable; storm, rolling-drain)")
+	adminTokenFile := fs.String("admin-token-file", "", "`file` holding the bearer token for the admin listeners")
+	fs.StringVar(&c.StormVia, "storm-via", "", "storm: how every stream ends: shed (POST /admin/shed; the default with -admin-url) or client")
+	fs.DurationVar(&c.StormAt, "storm-at", 0, "storm: when into the measured window the storm begins (default a third of -duration)")
+	fs.StringVar(&c.DrainCmd, "drain-cmd", "", "rolling-drain: `command` (sh -c) that drains one pod, instead of POST /admin/drain; env ROOMCAST_POD_URL, ROOMCAST_POD_ADMIN_URL, ROOMCAST_POD_INDEX")
+	fs.DurationVar(&c.DrainWait, "drain-wait", time.Minute, "rolling-drain: bound on one pod's streams moving to the others")
+	fs.DurationVar(&c.ReportEvery, "report-every", 0, "periodic report line on stderr every this long (0 = none; soak: 1m)")
+	fs.StringVar(&c.PlotDir, "plot", "", "write deliveries-per-second.png, latency.png and reconnects.png of the timeline into `DIR`")
+	fs.StringVar(&c.Bar, "bar", barAuto, "progress bar on stderr: auto (when stderr is a terminal), on or off; without it -progress prints lines")
 	fs.IntVar(&c.Subs, "subs", 100, "number of subscribers")
 	fs.IntVar(&c.Rooms, "rooms", 1, "number of rooms; subscriber i joins room <prefix><i%rooms>")
 	fs.StringVar(&c.RoomPrefix, "room-prefix", "load-", "room name prefix")
@@ -104,8 +145,20 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	c.URL = strings.TrimRight(c.URL, "/")
+	if err := applyScenario(fs, &c, admins); err != nil {
+		return Config{}, err
+	}
+	for _, u := range urls.values() {
+		c.URLs = append(c.URLs, strings.TrimRight(u, "/"))
+	}
+	c.URL = c.URLs[0]
+	for _, u := range admins.values() {
+		c.AdminURLs = append(c.AdminURLs, strings.TrimRight(u, "/"))
+	}
 	var err error
+	if c.AdminToken, err = readSecret(*adminTokenFile); err != nil {
+		return Config{}, err
+	}
 	if c.APIKey, err = readSecret(*apiKeyFile); err != nil {
 		return Config{}, err
 	}
@@ -123,9 +176,13 @@ func (c *Config) validate() error {
 		return nil
 	}
 	var errs []error
-	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("-url %q: want http(s)://host[:port]", c.URL))
+	for _, u := range c.URLs {
+		errs = append(errs, checkBaseURL("-url", u))
 	}
+	for _, u := range c.AdminURLs {
+		errs = append(errs, checkBaseURL("-admin-url", u))
+	}
+	errs = append(errs, c.validateScenario())
 	if c.Subs < 0 {
 		errs = append(errs, errors.New("-subs must be >= 0"))
 	}
@@ -157,6 +214,43 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("-protocol %q: want %s or %s", c.Protocol, protocolRoomcast, protocolCentrifugo))
 	}
 	return errors.Join(errs...)
+}
+
+// checkBaseURL accepts http(s)://host[:port][/path].
+func checkBaseURL(flagName, s string) error {
+	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want http(s)://host[:port]", flagName, s)
+	}
+	return nil
+}
+
+// stringList is a repeatable string flag; its default holds until the first Set.
+type stringList struct {
+	def  []string
+	vals []string
+}
+
+func (l *stringList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.values(), ",")
+}
+
+func (l *stringList) Set(s string) error {
+	if s == "" {
+		return errors.New("empty value")
+	}
+	l.vals = append(l.vals, s)
+	return nil
+}
+
+// values returns what was set, or the default.
+func (l *stringList) values() []string {
+	if len(l.vals) > 0 {
+		return l.vals
+	}
+	return l.def
 }
 
 // maxSecretBytes bounds a secret file.

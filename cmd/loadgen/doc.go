@@ -8,6 +8,16 @@
 // counters, and exits non-zero when any gap or duplicate was not explained by a resync
 // frame, so a soak test in CI fails on a lost message.
 //
+// Named scenarios (-scenario) set defaults that flags still override: fanout (1,000
+// subscribers on one room), many-rooms (10,000 rooms of two members, publishes spread
+// over them), storm (every stream ends at once, from the server through POST
+// /admin/shed or from the clients, and all resume; the report times the reconnects),
+// rolling-drain (several -url pods; the ones with an -admin-url are drained one at a
+// time through POST /admin/drain, or -drain-cmd runs per pod, while the load goes on)
+// and soak (a long steady run with a report line every -report-every). Without
+// -scenario the flags alone apply, as before. Every run keeps a timeline, one point
+// per second of the measured window, in the JSON report; -plot DIR draws it as PNGs.
+//
 // With -idle it only opens the streams and holds them; with -pid it reads the server's
 // resident memory before and after, to measure memory per connection. With -serve-hub
 // it serves the yardstick hub (package internal/hub) instead, so the gateway and a
@@ -22,20 +32,32 @@
 //	go run ./cmd/loadgen -subs 1000 -rate 100 -batch 20 -token "$TOKEN" -json
 //	go run ./cmd/loadgen -idle -subs 5000 -pid "$(pgrep -n gateway)" -duration 10s
 //	go run ./cmd/loadgen -serve-hub 127.0.0.1:8081
+//	go run ./cmd/loadgen -scenario fanout -plot /tmp/plots -json
+//	go run ./cmd/loadgen -scenario storm -admin-url http://127.0.0.1:9090
+//	go run ./cmd/loadgen -scenario rolling-drain -url http://a:8080 -url http://b:8080 -admin-url http://a:9090
 //
 // Exit codes: 0 clean; 1 a gap, duplicate, out-of-order event, unannounced epoch change
-// or malformed frame was seen; 2 bad flags or a run that could not start. .ci/bench
+// or malformed frame was seen, or an acknowledged event had not arrived when the run
+// ended; 2 bad flags or a run that could not start. .ci/bench
 // runs it against roomcast and the hub, .ci/bench-peers against roomcast and
 // Centrifugo, and both print them side by side.
 //
 // The stream decoder and the gap and duplicate accounting are gateway/gatewaytest's
-// Decoder and Tracker, the ones the tests use. Files by role: config.go (flags), hist.go (latency histogram), subscriber.go and publisher.go
-// (the two sides of the load), run.go (phases: connect, warm up, measure, settle),
-// progress.go (the per-second line), centrifugo.go (Centrifugo's wire), report.go (final table and JSON), rss.go
-// (/proc memory reading) and main.go (exit codes, hub mode).
+// Decoder and Tracker, the ones the tests use. Files by role: config.go (flags),
+// scenario.go (the named scenarios' defaults and checks), hist.go (latency
+// histogram), subscriber.go and publisher.go (the two sides of the load), pods.go
+// (several -url pods, and which streams are open where), run.go (phases: connect,
+// warm up, measure, settle), timeline.go (the per-second timeline), storm.go and
+// rollingdrain.go (the actions of those scenarios), progress.go (the progress line
+// or bar, and the periodic report line), plot.go (the PNG plots), centrifugo.go
+// (Centrifugo's wire), report.go (final table and JSON), rss.go (/proc memory
+// reading), term_*.go (is stderr a terminal) and main.go (exit codes, hub mode).
 //
-// Concurrency: one goroutine per subscriber, a fixed pool of publishers and one
-// progress ticker. Every subscriber owns its tracker and histogram; shared counters
-// are atomics read by the progress line, and the final report reads a subscriber's
-// state only after its goroutine has returned.
+// Concurrency: one goroutine per subscriber, a fixed pool of publishers, one
+// progress ticker, and in the measured window the timeline sampler (on run's
+// goroutine) and one goroutine for the scenario's action (storm, drains). Every
+// subscriber owns its tracker and histogram; shared counters are atomics read by the
+// progress line and the sampler, a subscriber's connection fields (open, pod, how to
+// end it, the storm's accounting) are guarded by loadState.connMu, and the final
+// report reads a subscriber's state only after its goroutine has returned.
 package main

@@ -50,10 +50,16 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	rep, err := run(ctx, cfg, stderr)
+	rep, err := runWith(ctx, cfg, stderr, wantBar(cfg.Bar, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitError
+	}
+	if cfg.PlotDir != "" {
+		if err := writePlots(cfg.PlotDir, cfg.Scenario, rep.Timeline); err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			return exitError
+		}
 	}
 	if err := rep.WriteTable(stdout); err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
@@ -70,6 +76,19 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return exitLossy
 	}
 	return exitOK
+}
+
+// wantBar reports whether the progress is a bar: -bar on, or auto with stderr a
+// terminal. The bar only ever goes to stderr, so it never mixes with -json.
+func wantBar(mode string, stderr io.Writer) bool {
+	switch mode {
+	case barOn:
+		return true
+	case barAuto:
+		f, ok := stderr.(*os.File)
+		return ok && isTerminal(f)
+	}
+	return false
 }
 
 // serveHub serves the yardstick hub on addr until ctx is done.

@@ -27,6 +27,7 @@ const maxResponseBytes = 1 << 20
 type publishers struct {
 	cfg     *Config
 	client  *http.Client
+	pods    *pods // nil: the one pod of cfg.URL
 	rooms   []*room
 	byName  map[string]*room
 	padding []byte
@@ -128,7 +129,7 @@ func (p *publishers) publishOne(ctx context.Context, r *room, body, buf []byte) 
 	} else {
 		body = p.appendBody(body[:0], time.Now())
 	}
-	status, buf, err := p.post(ctx, r.publishURL, body, buf)
+	status, buf, err := p.post(ctx, p.pods.url(p.pods.publishPod(), r.pubPath, r.publishURL), body, buf)
 	switch {
 	case err != nil:
 		p.fail("transport", 1)
@@ -176,7 +177,7 @@ func (p *publishers) publishBatch(ctx context.Context, n, count int64, body, buf
 		body = append(body, '}')
 	}
 	body = append(body, ']')
-	status, buf, err := p.post(ctx, p.cfg.URL+"/events", body, buf)
+	status, buf, err := p.post(ctx, p.pods.url(p.pods.publishPod(), "/events", p.cfg.URL+"/events"), body, buf)
 	switch {
 	case err != nil:
 		p.fail("transport", count)

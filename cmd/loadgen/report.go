@@ -16,6 +16,16 @@ const maxLossyListed = 10
 
 // Report is the outcome of a run; its JSON form is the -json output.
 type Report struct {
+	// Scenario is the -scenario the run started from; empty for plain flags.
+	Scenario string `json:"scenario"`
+	// Timeline has one point per second of the measured window. It and the other
+	// nested parts come first: scripts take a top-level number as the last
+	// occurrence of its name on the line, and the timeline repeats those names.
+	Timeline []TimelinePoint `json:"timeline"`
+	// Storm is the storm scenario's outcome; Drains the rolling-drain's, per pod.
+	Storm  *StormResult  `json:"storm,omitempty"`
+	Drains []DrainResult `json:"drains,omitempty"`
+
 	Idle           bool    `json:"idle,omitempty"`
 	Subscribers    int     `json:"subscribers"`
 	Connected      int64   `json:"connected"`
@@ -32,6 +42,9 @@ type Report struct {
 	MeasuredSeconds    float64          `json:"measured_seconds"`
 	DeliveriesPerSec   float64          `json:"deliveries_per_sec"`
 	PublishesPerSec    float64          `json:"publishes_per_sec"`
+	// EgressBytesPerSec is the stream bytes the subscribers read per second in the
+	// measured window (SSE framing included, HTTP headers not).
+	EgressBytesPerSec float64 `json:"egress_bytes_per_sec"`
 
 	P50ms  float64 `json:"p50_ms"`
 	P99ms  float64 `json:"p99_ms"`
@@ -39,15 +52,19 @@ type Report struct {
 	MaxMs  float64 `json:"max_ms"`
 	MeanMs float64 `json:"mean_ms"`
 
-	Gaps         uint64   `json:"gaps"`
-	Duplicates   uint64   `json:"duplicates"`
-	Late         uint64   `json:"late"`
-	EpochChanges uint64   `json:"epoch_changes"`
-	Malformed    uint64   `json:"malformed"`
-	Resyncs      uint64   `json:"resyncs"`
-	Reconnects   int64    `json:"reconnects"`
-	LossySubs    int      `json:"lossy_subscribers"`
-	LossyDetail  []string `json:"lossy_detail,omitempty"`
+	Gaps         uint64 `json:"gaps"`
+	Duplicates   uint64 `json:"duplicates"`
+	Late         uint64 `json:"late"`
+	EpochChanges uint64 `json:"epoch_changes"`
+	Malformed    uint64 `json:"malformed"`
+	Resyncs      uint64 `json:"resyncs"`
+	Reconnects   int64  `json:"reconnects"`
+	// Undelivered counts acknowledged events a subscriber still lacked when the
+	// run ended; Lost is every event that never arrived: Gaps + Undelivered.
+	Undelivered uint64   `json:"undelivered"`
+	Lost        uint64   `json:"lost"`
+	LossySubs   int      `json:"lossy_subscribers"`
+	LossyDetail []string `json:"lossy_detail,omitempty"`
 
 	RSSBeforeKiB  int64   `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB   int64   `json:"rss_after_kib,omitempty"`
@@ -81,7 +98,12 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 		r.MeasuredSeconds = secs
 		r.DeliveriesPerSec = float64(w.deliveries1-w.deliveries0) / secs
 		r.PublishesPerSec = float64(w.publishes1-w.publishes0) / secs
+		r.EgressBytesPerSec = float64(w.bytes1-w.bytes0) / secs
 	}
+	if w.timeline != nil {
+		r.Timeline = w.timeline
+	}
+	r.Storm, r.Drains = w.storm, w.drains
 	var lat latencies
 	for _, s := range subs {
 		if s.hist != nil {
@@ -108,7 +130,10 @@ func (r *Report) addSubscriber(s *subscriber) {
 	if s.fatal != nil {
 		r.Refused++
 	}
-	if !t.Lossy() && s.malformed == 0 {
+	missing := s.undelivered()
+	r.Undelivered += missing
+	r.Lost = r.Gaps + r.Undelivered
+	if !t.Lossy() && s.malformed == 0 && missing == 0 {
 		return
 	}
 	r.LossySubs++
@@ -120,8 +145,8 @@ func (r *Report) addSubscriber(s *subscriber) {
 func describeLoss(s *subscriber) string {
 	t := &s.track
 	var b strings.Builder
-	fmt.Fprintf(&b, "sub %d room %s: gaps=%d dups=%d late=%d epoch_changes=%d malformed=%d",
-		s.id, s.room.name, t.Gaps(), t.Duplicates, t.Late, t.EpochChanges, s.malformed)
+	fmt.Fprintf(&b, "sub %d room %s: gaps=%d dups=%d late=%d epoch_changes=%d malformed=%d undelivered=%d",
+		s.id, s.room.name, t.Gaps(), t.Duplicates, t.Late, t.EpochChanges, s.malformed, s.undelivered())
 	for i, m := range t.Missing() {
 		if i == 3 {
 			b.WriteString(" …")
@@ -135,7 +160,7 @@ func describeLoss(s *subscriber) string {
 // Lossy reports whether the run saw a message lost, repeated or out of order that no
 // resync explained, or a frame it could not account for.
 func (r *Report) Lossy() bool {
-	return r.Gaps > 0 || r.Duplicates > 0 || r.Late > 0 || r.EpochChanges > 0 || r.Malformed > 0
+	return r.Gaps > 0 || r.Duplicates > 0 || r.Late > 0 || r.EpochChanges > 0 || r.Malformed > 0 || r.Undelivered > 0
 }
 
 // WriteTable prints the human-readable report.
@@ -149,9 +174,16 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if !r.Idle {
 		r.writeLoad(row)
 	}
-	row("loss", "gaps %d, duplicates %d, late %d, epoch changes %d, malformed %d (%d subscribers)",
-		r.Gaps, r.Duplicates, r.Late, r.EpochChanges, r.Malformed, r.LossySubs)
+	row("loss", "lost %d (gaps %d, undelivered %d), duplicates %d, late %d, epoch changes %d, malformed %d (%d subscribers)",
+		r.Lost, r.Gaps, r.Undelivered, r.Duplicates, r.Late, r.EpochChanges, r.Malformed, r.LossySubs)
 	row("recovery", "resyncs %d, reconnects %d", r.Resyncs, r.Reconnects)
+	if s := r.Storm; s != nil {
+		row("storm", "via %s at %.1fs: %d ended, %d back in %.3fs (%.0f reconnects/s)%s",
+			s.Via, s.AtSeconds, s.Ended, s.Reconnected, s.ReconnectSeconds, s.ReconnectsPerSec, errorSuffix(s.Error))
+	}
+	for _, d := range r.Drains {
+		row("drain", "%s: %d streams moved in %.3fs%s", d.URL, d.Moved, d.Seconds, errorSuffix(d.Error))
+	}
 	if r.RSSAfterKiB > 0 {
 		row("server rss", "%d KiB -> %d KiB: %.2f KiB per connection", r.RSSBeforeKiB, r.RSSAfterKiB, r.RSSPerConnKiB)
 	}
@@ -165,7 +197,8 @@ func (r *Report) WriteTable(out io.Writer) error {
 func (r *Report) writeLoad(row func(k, format string, v ...any)) {
 	row("published", "%d (errors %d%s)", r.Published, r.PublishErrors, formatErrors(r.PublishErrorsBy))
 	row("deliveries", "%d (expected %d)", r.Deliveries, r.ExpectedDeliveries)
-	row("measured", "%.1fs: %.0f publishes/s, %.0f deliveries/s", r.MeasuredSeconds, r.PublishesPerSec, r.DeliveriesPerSec)
+	row("measured", "%.1fs: %.0f publishes/s, %.0f deliveries/s, %.0f egress bytes/s",
+		r.MeasuredSeconds, r.PublishesPerSec, r.DeliveriesPerSec, r.EgressBytesPerSec)
 	row("latency", "p50 %.2fms  p99 %.2fms  p99.9 %.2fms  max %.2fms  mean %.2fms", r.P50ms, r.P99ms, r.P999ms, r.MaxMs, r.MeanMs)
 }
 
@@ -188,6 +221,13 @@ func formatErrors(m map[string]int64) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return ": " + strings.Join(parts, " ")
+}
+
+func errorSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return " (error: " + e + ")"
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -15,8 +15,10 @@ import (
 // room is one room under load.
 type room struct {
 	name       string
-	streamURL  string
-	publishURL string
+	streamURL  string // on the first pod
+	publishURL string // on the first pod
+	streamPath string // the same, without the pod's base URL
+	pubPath    string
 	members    int
 
 	published atomic.Int64  // acknowledged publishes
@@ -47,6 +49,10 @@ type loadState struct {
 	reconnects    atomic.Int64
 	allConnected  chan struct{}
 
+	pods   *pods
+	connMu sync.Mutex // guards the subscribers' connection fields and storm
+	storm  stormState
+
 	pendingSettle atomic.Int64
 	settled       chan struct{}
 }
@@ -68,22 +74,35 @@ type window struct {
 	start, end               time.Time
 	deliveries0, deliveries1 uint64
 	publishes0, publishes1   int64
+	bytes0, bytes1           uint64
 	open                     int64 // streams open at the end
+	timeline                 []TimelinePoint
+	storm                    *StormResult
+	drains                   []DrainResult
 }
 
 // run drives one load run: connect the subscribers, hold them (idle) or publish
 // through warm-up and the measured window, let deliveries settle, and report. It
 // returns early, with what it measured, when ctx is done.
 func run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+	return runWith(ctx, cfg, progress, false)
+}
+
+// runWith is run with the progress bar on or off.
+func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Report, error) {
 	rooms, err := makeRooms(&cfg)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.URLs) == 0 {
+		cfg.URLs = []string{cfg.URL}
 	}
 	ls := &loadState{
 		cfg:          &cfg,
 		subClient:    &http.Client{Transport: newTransport(0)},
 		allConnected: make(chan struct{}),
 		settled:      make(chan struct{}),
+		pods:         newPods(cfg.URLs),
 	}
 	if cfg.Subs == 0 {
 		close(ls.allConnected)
@@ -107,7 +126,7 @@ func run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		close(ls.settled)
 	}
 
-	rep := &Report{Subscribers: cfg.Subs, Idle: cfg.Idle}
+	rep := &Report{Scenario: cfg.Scenario, Subscribers: cfg.Subs, Idle: cfg.Idle, Timeline: []TimelinePoint{}}
 	var rssBefore int64
 	if cfg.PID > 0 {
 		if rssBefore, err = readRSS(cfg.PID); err != nil {
@@ -117,8 +136,11 @@ func run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 
 	defer ls.subClient.CloseIdleConnections()
 	pubs := newPublishers(&cfg, &http.Client{Transport: newTransport(cfg.Publishers)}, rooms)
+	pubs.pods = ls.pods
 	defer pubs.client.CloseIdleConnections()
-	pr := startProgress(progress, cfg.Progress, ls, subs, pubs)
+	admin := &http.Client{Transport: newTransport(0)}
+	defer admin.CloseIdleConnections()
+	pr := startProgress(progress, bar, ls, subs, pubs)
 	defer pr.stop()
 
 	subCtx, cancelSubs := context.WithCancel(ctx)
@@ -145,7 +167,7 @@ func run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		waitFor(ctx, nil, cfg.Duration)
 		w.open = ls.open.Load()
 	} else {
-		w = publish(ctx, ls, pubs, subs, pr)
+		w = publish(ctx, ls, pubs, subs, pr, admin)
 	}
 	cancelSubs()
 	wg.Wait()
@@ -156,7 +178,7 @@ func run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 }
 
 // publish runs warm-up, the measured window and the settle phase.
-func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subscriber, pr *progressPrinter) window {
+func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subscriber, pr *progressPrinter, admin *http.Client) window {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -171,9 +193,29 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 	waitFor(ctx, done, ls.cfg.Warmup)
 	ls.measuring.Store(true)
 	w.start, w.deliveries0, w.publishes0 = snapshot()
+	w.bytes0 = sumBytes(subs)
 	pr.markMeasuring(w.start)
-	waitFor(ctx, done, ls.cfg.Duration)
+
+	// The scenario's action (a storm, the drains) runs inside the window, which
+	// lasts until both -duration has passed and the action is over.
+	actx, cancelAction := context.WithCancel(ctx)
+	action := make(chan struct{})
+	go func() {
+		defer close(action)
+		switch ls.cfg.Scenario {
+		case scenarioStorm:
+			w.storm = runStorm(actx, ls, subs, admin, w.start)
+		case scenarioRollingDrain:
+			w.drains = runRollingDrain(actx, ls, admin)
+		}
+	}()
+	sm := newSampler(ls, subs, w.start)
+	sm.run(ctx, w.start.Add(ls.cfg.Duration), action, done)
+	cancelAction()
+	<-action
 	w.end, w.deliveries1, w.publishes1 = snapshot()
+	w.bytes1 = sumBytes(subs)
+	w.timeline = sm.points
 	w.open = ls.open.Load()
 	close(stop)
 	<-done
@@ -232,18 +274,20 @@ func makeRooms(cfg *Config) ([]*room, error) {
 	for i := range rooms {
 		name := cfg.roomName(i)
 		esc := url.PathEscape(name)
-		rooms[i] = &room{
+		r := &room{
 			name:       name,
-			streamURL:  cfg.URL + "/rooms/" + esc + "/events",
-			publishURL: cfg.URL + "/rooms/" + esc + "/events",
+			streamPath: "/rooms/" + esc + "/events",
+			pubPath:    "/rooms/" + esc + "/events",
 		}
 		if cfg.Protocol == protocolCentrifugo {
-			rooms[i].streamURL = cfg.URL + "/connection/uni_sse"
-			rooms[i].publishURL = cfg.URL + "/api/publish"
+			r.streamPath = "/connection/uni_sse"
+			r.pubPath = "/api/publish"
 		}
 		if cfg.Type != "" && cfg.Batch == 1 {
-			rooms[i].publishURL += "?type=" + url.QueryEscape(cfg.Type)
+			r.pubPath += "?type=" + url.QueryEscape(cfg.Type)
 		}
+		r.streamURL, r.publishURL = cfg.URL+r.streamPath, cfg.URL+r.pubPath
+		rooms[i] = r
 		if _, err := url.Parse(rooms[i].streamURL); err != nil {
 			return nil, fmt.Errorf("room %q: %w", name, err)
 		}
@@ -272,6 +316,14 @@ func sumDeliveries(subs []*subscriber) uint64 {
 	var n uint64
 	for _, s := range subs {
 		n += s.deliveries.Load()
+	}
+	return n
+}
+
+func sumBytes(subs []*subscriber) uint64 {
+	var n uint64
+	for _, s := range subs {
+		n += s.bytes.Load()
 	}
 	return n
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,14 @@ import (
 	"github.com/roomcast/roomcast/cmd/loadgen/internal/hub"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if gatewayBin.dir != "" {
+			_ = os.RemoveAll(gatewayBin.dir)
+		}
+		os.Exit(code)
+	}))
+}
 
 // startHub serves the yardstick hub in-process.
 func startHub(t *testing.T) *httptest.Server {

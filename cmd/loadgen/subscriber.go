@@ -43,6 +43,16 @@ type subscriber struct {
 	deliveries atomic.Uint64
 	lastSeq    atomic.Uint64
 	caughtUp   atomic.Bool
+	bytes      atomic.Uint64 // stream body bytes read, over every connection
+	anomalies  atomic.Uint64 // events out of order, repeated or after a gap, and malformed ones
+
+	// Guarded by loadState.connMu: whether a stream is open and on which pod, how to
+	// end it from this side (a client storm), and the storm's accounting.
+	open         bool
+	pod          int
+	cancelConn   context.CancelFunc
+	kicked       bool // the open stream was ended on purpose: reconnect without a pause
+	stormPending bool // open when the storm began and not reconnected since
 
 	track     gatewaytest.Tracker
 	resumeID  []byte
@@ -68,6 +78,9 @@ func (s *subscriber) run(ctx context.Context, ls *loadState) {
 			s.fatal = err
 			return
 		}
+		if ls.takeKicked(s) {
+			continue
+		}
 		delay := min(max(s.retry, minRetry), ls.cfg.RetryCap)
 		t := time.NewTimer(delay)
 		select {
@@ -81,7 +94,10 @@ func (s *subscriber) run(ctx context.Context, ls *loadState) {
 
 // stream holds one connection; it returns nil on a clean end of stream.
 func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
-	target := s.room.streamURL
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pod := ls.pods.pick(s.id)
+	target := ls.pods.url(pod, s.room.streamPath, s.room.streamURL)
 	if ls.cfg.Protocol == protocolCentrifugo {
 		u, err := s.centrifugoStreamURL()
 		if err != nil {
@@ -114,13 +130,14 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 		s.connected = true
 		ls.markConnected()
 	}
-	ls.open.Add(1)
-	defer ls.open.Add(-1)
+	ls.streamOpened(s, pod, cancel)
+	defer ls.streamClosed(s)
 
+	body := &countingReader{r: resp.Body, n: &s.bytes}
 	if s.br == nil {
-		s.br = bufio.NewReaderSize(resp.Body, 16<<10)
+		s.br = bufio.NewReaderSize(body, 16<<10)
 	} else {
-		s.br.Reset(resp.Body)
+		s.br.Reset(body)
 	}
 	dec := gatewaytest.NewDecoder(s.br, s.resumeID)
 	defer func() {
@@ -171,7 +188,7 @@ func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) 
 	}
 	seq, ok := gatewaytest.UintAfter(ev.Data, keySeq)
 	if !ok {
-		s.malformed++
+		s.noteMalformed()
 		return
 	}
 	epoch, ok := epochOfID(ev.ID)
@@ -185,7 +202,9 @@ func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) 
 // accept accounts for one delivered event: its seq, and its latency from the send
 // time in data.
 func (s *subscriber) accept(epoch []byte, seq uint64, data []byte, now time.Time, ls *loadState) {
-	s.track.Observe(epoch, seq)
+	if s.track.Observe(epoch, seq) != gatewaytest.InOrder {
+		s.anomalies.Store(s.anomalies.Load() + 1)
+	}
 	s.deliveries.Store(s.deliveries.Load() + 1)
 	if s.hist != nil && ls.measuring.Load() {
 		if t, ok := gatewaytest.UintAfter(data, keyT); ok {
@@ -196,6 +215,41 @@ func (s *subscriber) accept(epoch []byte, seq uint64, data []byte, now time.Time
 		s.lastSeq.Store(seq)
 	}
 	s.checkCaughtUp(ls)
+}
+
+// noteMalformed counts an event that could not be accounted for.
+func (s *subscriber) noteMalformed() {
+	s.malformed++
+	s.anomalies.Store(s.anomalies.Load() + 1)
+}
+
+// undelivered returns how many acknowledged seqs of its room the subscriber still
+// lacked when the run ended: events lost at the tail, which no later seq exposed as
+// a gap. Subscribers that never connected or were refused are counted elsewhere.
+// Call it once the subscriber's goroutine has returned.
+func (s *subscriber) undelivered() uint64 {
+	if !s.connected || s.fatal != nil {
+		return 0
+	}
+	target, last := s.room.target.Load(), s.lastSeq.Load()
+	if target <= last {
+		return 0
+	}
+	// A room's seqs may start above 0 (history from before the run): never count
+	// more than the run published to it.
+	return min(target-last, uint64(s.room.published.Load()))
+}
+
+// countingReader counts the bytes read through it into n; one goroutine reads.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Store(c.n.Load() + uint64(k))
+	return k, err
 }
 
 // storeLast moves the position the settle phase compares with the room's target.
