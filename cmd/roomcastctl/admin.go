@@ -33,7 +33,7 @@ Prints a summary of GET /admin/stats; --json prints the answer as the pod sent i
 			if len(args) != 0 {
 				return usagef("stats takes no arguments")
 			}
-			raw, err := c.admin(ctx, http.MethodGet, "/admin/stats", "stats")
+			raw, err := c.admin(ctx, http.MethodGet, "/admin/stats")
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ type stats struct {
 func (c *cli) printStats(raw []byte) error {
 	var s stats
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return errors.New("stats: the answer is not the stats JSON")
+		return errors.New("the answer is not the stats JSON")
 	}
 	accepting := "accepting streams"
 	if !s.Accepting {
@@ -177,7 +177,7 @@ func (c *cli) roomList(ctx context.Context, o roomsOptions) error {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	raw, err := c.admin(ctx, http.MethodGet, path, "rooms")
+	raw, err := c.admin(ctx, http.MethodGet, path)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (c *cli) roomList(ctx context.Context, o roomsOptions) error {
 	}
 	var l roomList
 	if err := json.Unmarshal(raw, &l); err != nil {
-		return errors.New("rooms: the answer is not the room list JSON")
+		return errors.New("the answer is not the room list JSON")
 	}
 	more := ""
 	if l.Truncated {
@@ -196,12 +196,11 @@ func (c *cli) roomList(ctx context.Context, o roomsOptions) error {
 	if len(l.Rooms) == 0 {
 		return nil
 	}
-	w := tabwriter.NewWriter(c.io.out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "MEMBERS\t  ROOM\t\n")
+	c.printf("%9s  %s\n", "MEMBERS", "ROOM")
 	for _, r := range l.Rooms {
-		fmt.Fprintf(w, "%d\t  %s\t\n", r.Members, printable(r.Room, 140))
+		c.printf("%9d  %s\n", r.Members, printable(r.Room, 140))
 	}
-	return w.Flush()
+	return nil
 }
 
 // roomDetail is GET /admin/rooms/{room}'s answer. Epoch, head and the times are
@@ -231,7 +230,7 @@ func (c *cli) room(ctx context.Context, room string) error {
 	if !replay.ValidRoom(room) {
 		return usagef("invalid room name %q: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", printable(room, 140))
 	}
-	raw, err := c.admin(ctx, http.MethodGet, "/admin/rooms/"+url.PathEscape(room), "rooms")
+	raw, err := c.admin(ctx, http.MethodGet, "/admin/rooms/"+url.PathEscape(room))
 	if err != nil {
 		return err
 	}
@@ -240,7 +239,7 @@ func (c *cli) room(ctx context.Context, room string) error {
 	}
 	var d roomDetail
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return errors.New("rooms: the answer is not the room JSON")
+		return errors.New("the answer is not the room JSON")
 	}
 	w := tabwriter.NewWriter(c.io.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "room\t%s\n", printable(d.Room, 140))
@@ -293,7 +292,7 @@ exits. Asking again is harmless. Prints the pod's drain state.`,
 			if len(args) != 0 {
 				return usagef("drain takes no arguments")
 			}
-			raw, err := c.admin(ctx, http.MethodPost, "/admin/drain", "drain")
+			raw, err := c.admin(ctx, http.MethodPost, "/admin/drain")
 			if err != nil {
 				return err
 			}
@@ -304,7 +303,7 @@ exits. Asking again is harmless. Prints the pod's drain state.`,
 				State string `json:"state"`
 			}
 			if json.Unmarshal(raw, &a) != nil {
-				return errors.New("drain: the answer is not {\"state\"}")
+				return errors.New("the answer is not {\"state\"}")
 			}
 			c.printf("drain started: the pod is %s\n", printable(a.State, 32))
 			return nil
@@ -331,7 +330,7 @@ Prints how many streams were closed.`,
 			if err != nil || n < 0 {
 				return usagef("N must be a non-negative integer")
 			}
-			raw, err := c.admin(ctx, http.MethodPost, "/admin/shed?count="+strconv.Itoa(n), "shed")
+			raw, err := c.admin(ctx, http.MethodPost, "/admin/shed?count="+strconv.Itoa(n))
 			if err != nil {
 				return err
 			}
@@ -342,7 +341,7 @@ Prints how many streams were closed.`,
 				Closed int64 `json:"closed"`
 			}
 			if json.Unmarshal(raw, &a) != nil {
-				return errors.New("shed: the answer is not {\"closed\"}")
+				return errors.New("the answer is not {\"closed\"}")
 			}
 			c.printf("closed %d streams\n", a.Closed)
 			return nil

@@ -42,12 +42,9 @@ func (e *serverError) Error() string {
 }
 
 // unreachableError is a request that got no answer: exit code 3.
-type unreachableError struct {
-	what string
-	err  error
-}
+type unreachableError struct{ err error }
 
-func (e *unreachableError) Error() string { return e.what + ": no answer: " + e.err.Error() }
+func (e *unreachableError) Error() string { return "no answer: " + e.err.Error() }
 func (e *unreachableError) Unwrap() error { return e.err }
 
 // readError builds the serverError of a non-2xx answer from its (bounded) body.
@@ -85,7 +82,6 @@ type request struct {
 	token  string // sent as Authorization: Bearer when not empty
 	header http.Header
 	body   []byte
-	what   string // names the call in errors, e.g. "publish"
 }
 
 // do sends r and returns the 2xx answer's body, a *serverError for any other status,
@@ -97,7 +93,7 @@ func (c *cli) do(ctx context.Context, r request) ([]byte, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, r.url, body)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.what, err)
+		return nil, err
 	}
 	for k, v := range r.header {
 		req.Header[k] = v
@@ -111,7 +107,7 @@ func (c *cli) do(ctx context.Context, r request) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &unreachableError{what: r.what, err: err}
+		return nil, &unreachableError{err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -120,16 +116,16 @@ func (c *cli) do(ctx context.Context, r request) ([]byte, error) {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	switch {
 	case err != nil:
-		return nil, &unreachableError{what: r.what, err: err}
+		return nil, &unreachableError{err: err}
 	case len(raw) > maxAnswer:
-		return nil, fmt.Errorf("%s: answer larger than %d bytes", r.what, maxAnswer)
+		return nil, fmt.Errorf("answer larger than %d bytes", maxAnswer)
 	}
 	return raw, nil
 }
 
 // admin calls the admin listener with the admin token.
-func (c *cli) admin(ctx context.Context, method, path, what string) ([]byte, error) {
-	return c.do(ctx, request{method: method, url: c.adminURL + path, token: c.adminToken, what: what})
+func (c *cli) admin(ctx context.Context, method, path string) ([]byte, error) {
+	return c.do(ctx, request{method: method, url: c.adminURL + path, token: c.adminToken})
 }
 
 // printJSON writes raw (one JSON value) compacted on one line.

@@ -77,7 +77,7 @@ func (c *cli) publish(ctx context.Context, args []string, o publishOptions) erro
 	} else {
 		b, err := io.ReadAll(io.LimitReader(c.io.in, maxPublishBody+1))
 		if err != nil {
-			return fmt.Errorf("publish: read stdin: %w", err)
+			return fmt.Errorf("read stdin: %w", err)
 		}
 		if len(b) > maxPublishBody {
 			return usagef("the body on stdin is larger than %d bytes", maxPublishBody)
@@ -106,13 +106,13 @@ func (c *cli) publish(ctx context.Context, args []string, o publishOptions) erro
 		h.Set("Idempotency-Key", o.idemKey)
 	}
 	raw, err := c.do(ctx, request{method: http.MethodPost, url: c.url + "/rooms/" + url.PathEscape(room) + "/events",
-		token: c.token, header: h, body: body, what: "publish"})
+		token: c.token, header: h, body: body})
 	if err != nil {
 		return err
 	}
 	var p published
 	if err := json.Unmarshal(raw, &p); err != nil || p.ID == "" {
-		return fmt.Errorf("publish: the answer is not {\"room\",\"epoch\",\"seq\",\"id\"}")
+		return fmt.Errorf("the answer is not {\"room\",\"epoch\",\"seq\",\"id\"}")
 	}
 	if c.json {
 		return c.printJSON(raw)

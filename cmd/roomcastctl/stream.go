@@ -174,7 +174,7 @@ func (f *follower) run(ctx context.Context) error {
 		case errors.Is(err, bufio.ErrTooLong):
 			return fmt.Errorf("a frame is longer than %d bytes", maxFrame)
 		case err != nil && !everAnswered:
-			return &unreachableError{what: "stream", err: err}
+			return &unreachableError{err: err}
 		}
 		worked = worked || f.now().Sub(start) >= f.stayUp
 		if worked {

@@ -112,9 +112,6 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 		},
 	}
 	if err := f.run(ctx); err != nil {
-		if ue, ok := err.(*unreachableError); ok {
-			ue.what = "tail " + f.url
-		}
 		return err
 	}
 	return nil

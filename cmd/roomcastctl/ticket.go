@@ -74,7 +74,7 @@ func (c *cli) ticket(ctx context.Context, args []string, o ticketOptions) error 
 		return err
 	}
 	raw, err := c.do(ctx, request{method: http.MethodPost, url: c.url + "/tickets", token: c.token,
-		header: http.Header{"Content-Type": {"application/json"}}, body: body, what: "ticket"})
+		header: http.Header{"Content-Type": {"application/json"}}, body: body})
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (c *cli) ticket(ctx context.Context, args []string, o ticketOptions) error 
 		ExpiresAt string `json:"expiresAt"`
 	}
 	if json.Unmarshal(raw, &t) != nil || t.Ticket == "" {
-		return errors.New("ticket: the answer is not {\"ticket\",\"expiresAt\"}")
+		return errors.New("the answer is not {\"ticket\",\"expiresAt\"}")
 	}
 	c.printf("%s\t(redeem once before %s)\n", printable(t.Ticket, 512), printable(t.ExpiresAt, 40))
 	return nil
