@@ -305,3 +305,68 @@ func TestTicket(t *testing.T) {
 		t.Errorf("ticket without --sub: exit %d", r.code)
 	}
 }
+
+// TestTailResync: a resume point from another history gets a resync, which tail
+// prints and ends on with exit code 1, or follows on past with --follow-resync.
+func TestTailResync(t *testing.T) {
+	p := startPod(t)
+	c := newCtl(t, "ROOMCASTCTL_URL", p.Public)
+	for i := range 3 {
+		if r := c.run("", "publish", "feed", strconv.Itoa(i)); r.code != exitOK {
+			t.Fatalf("publish: exit %d, stderr %s", r.code, r.errOut)
+		}
+	}
+	r := c.run("", "tail", "feed", "--from", "otherepoch:2")
+	if r.code != exitFailed || !strings.Contains(r.out, " resync {") || !strings.Contains(r.errOut, "resync at") {
+		t.Errorf("tail from another epoch: exit %d, out %q, stderr %q", r.code, r.out, r.errOut)
+	}
+	tail := c.start("tail", "feed", "--from", "otherepoch:2", "--follow-resync", "--json")
+	l := parseTail(t, tail.line(t, 20*time.Second))
+	if l.Type != "resync" {
+		t.Fatalf("first line %+v, want the resync", l)
+	}
+	if r := c.run("", "publish", "feed", `"after"`); r.code != exitOK {
+		t.Fatalf("publish: exit %d", r.code)
+	}
+	// The stream goes on from the resync's position: what the room holds after
+	// it, then the new event.
+	epoch, from := splitID(t, l.ID)
+	for want := from + 1; want <= 4; want++ {
+		l = parseTail(t, tail.line(t, 20*time.Second))
+		e, seq := splitID(t, l.ID)
+		if l.Type != "message" || string(e) != string(epoch) || seq != want {
+			t.Fatalf("after the resync at %d: %+v, want seq %d", from, l, want)
+		}
+	}
+	if string(l.Body) != `"after"` {
+		t.Errorf("the last event's body %s, want \"after\"", l.Body)
+	}
+}
+
+// TestTailReauth: a revoked credential ends tail's stream with a reauth, which tail
+// reports; the reconnect is refused (401), and tail ends with exit code 1.
+func TestTailReauth(t *testing.T) {
+	keys := gatewaytest.NewKeys(t)
+	p := startPod(t, "--jwt-hmac-file", keys.HMACFile, "--retry-min", "100ms", "--retry-max", "150ms")
+	tok := keys.Sign(t, "HS256", gatewaytest.UserClaims("user-9", time.Hour, []string{"vip"}, nil))
+	c := newCtl(t, "ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_ADMIN_URL", p.Admin, "ROOMCASTCTL_TOKEN", tok)
+	tail := c.start("tail", "vip")
+	replaytest.Eventually(t, 20*time.Second, "tail connected", func() bool { return connections(t, p) == 1 })
+	resp, err := http.Post(p.Admin+"/admin/revoke", "application/json", strings.NewReader(`{"sub":"user-9"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %s", resp.Status)
+	}
+	if l := tail.line(t, 20*time.Second); !strings.Contains(l, " reauth {") {
+		t.Errorf("tail line %q, want the reauth", l)
+	}
+	if code := tail.exit(t, 20*time.Second); code != exitFailed {
+		t.Errorf("tail exit %d, want 1", code)
+	}
+	if s := tail.errOut.String(); !strings.Contains(s, "reauth") || !strings.Contains(s, "401 unauthorized") {
+		t.Errorf("stderr %q", s)
+	}
+}
