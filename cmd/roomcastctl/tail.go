@@ -49,11 +49,11 @@ credential ended) is reported on stderr, and the reconnect that follows fails wi
 	}
 }
 
-// errResync ends tail after a resync: exit code 1.
+// resyncError ends tail after a resync: exit code 1.
 type resyncError struct{ id string }
 
 func (e *resyncError) Error() string {
-	return "resync at " + e.id + ": the room no longer holds the history before it (use --follow-resync to go on)"
+	return "resync at " + e.id + ": the stream could not go on from where it was (history trimmed, lost, or of another epoch); use --follow-resync to go on"
 }
 
 func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
