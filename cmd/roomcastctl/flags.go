@@ -99,6 +99,7 @@ func newCLI(g globals, io stdio) (*cli, error) {
 	}
 	c.transport = http.DefaultTransport.(*http.Transport).Clone()
 	c.transport.MaxIdleConnsPerHost = 4
+	c.transport.ResponseHeaderTimeout = c.timeout // streams too: the gateway answers at once
 	c.hc = &http.Client{Transport: c.transport, Timeout: c.timeout}
 	return c, nil
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/r3labs/sse/v2"
@@ -22,7 +24,14 @@ const (
 	backoffMin = 500 * time.Millisecond // the first wait after a failed connection
 	backoffMax = 30 * time.Second       // the longest wait the backoff grows to
 	stayUp     = 30 * time.Second       // a connection this long worked, even without a frame
+	// idleTimeout ends a stream that has sent nothing, not even a heartbeat, for this
+	// long: the connection is taken as dead. The gateway's heartbeat (15s by default)
+	// stays below the 60s idle timeouts of the proxies on its path.
+	idleTimeout = 60 * time.Second
 )
+
+// errIdle is why a silent stream was ended.
+var errIdle = errors.New("no bytes, not even a heartbeat, within the idle timeout")
 
 // streamEvent is one dispatched event: a block with data.
 type streamEvent struct {
@@ -54,10 +63,10 @@ type follower struct {
 
 	// Timing; zero values take the defaults above. sleep waits d or until ctx ends;
 	// now reads the clock; jitter picks the actual backoff wait for d.
-	min, max, stayUp time.Duration
-	sleep            func(ctx context.Context, d time.Duration) error
-	now              func() time.Time
-	jitter           func(d time.Duration) time.Duration
+	min, max, stayUp, idle time.Duration
+	sleep                  func(ctx context.Context, d time.Duration) error
+	now                    func() time.Time
+	jitter                 func(d time.Duration) time.Duration
 }
 
 func (f *follower) defaults() {
@@ -69,6 +78,12 @@ func (f *follower) defaults() {
 	}
 	if f.stayUp <= 0 {
 		f.stayUp = stayUp
+	}
+	if f.idle <= 0 {
+		f.idle = idleTimeout
+	}
+	if f.transport == nil {
+		f.transport = http.DefaultTransport
 	}
 	if f.sleep == nil {
 		f.sleep = sleepCtx
@@ -104,7 +119,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (f *follower) run(ctx context.Context) error {
 	f.defaults()
 	c := sse.NewClient(f.url, sse.ClientMaxBufferSize(maxFrame))
-	c.Connection = &http.Client{Transport: f.transport}
+	var idled atomic.Bool // the idle timeout ended the current connection
+	c.Connection = &http.Client{Transport: &idleTransport{next: f.transport, idle: f.idle, fired: &idled}}
 	c.ReconnectStrategy = &backoff.StopBackOff{} // one attempt per call
 	for k, v := range f.header {
 		c.Headers[k] = v
@@ -156,6 +172,9 @@ func (f *follower) run(ctx context.Context) error {
 			}
 		})
 		cancel()
+		if idled.Swap(false) && ctx.Err() == nil && stopErr == nil {
+			err = errIdle
+		}
 		switch {
 		case errors.Is(stopErr, errStop):
 			return nil
@@ -213,4 +232,50 @@ func parseMillis(b []byte) (time.Duration, bool) {
 		n = n*10 + int64(c-'0')
 	}
 	return min(time.Duration(n)*time.Millisecond, 24*time.Hour), true
+}
+
+// idleTransport ends a response whose body has been silent for idle, by cancelling
+// its request (closing a body does not interrupt a read in progress).
+type idleTransport struct {
+	next  http.RoundTripper
+	idle  time.Duration
+	fired *atomic.Bool // set when the timeout ended a response
+}
+
+func (t *idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(r.Context())
+	resp, err := t.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	b := &idleBody{rc: resp.Body, idle: t.idle, cancel: cancel}
+	b.timer = time.AfterFunc(t.idle, func() {
+		t.fired.Store(true)
+		cancel()
+	})
+	resp.Body = b
+	return resp, nil
+}
+
+// idleBody restarts its timer whenever bytes arrive.
+type idleBody struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	b.cancel()
+	return b.rc.Close()
 }

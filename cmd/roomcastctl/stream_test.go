@@ -241,3 +241,45 @@ func TestFollowHandlerStops(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowIdleTimeout: a stream that sends nothing, not even a heartbeat, within
+// the idle timeout is taken as dead and followed again from the last id.
+func TestFollowIdleTimeout(t *testing.T) {
+	silent := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: e:1\ndata: 1\n\n")
+		http.NewResponseController(w).Flush()
+		// Then silence, until the client gives up on the connection; the
+		// server's handler returns when the client cancels its request.
+	}
+	s := &scriptedStream{}
+	s.answers = []func(http.ResponseWriter){silent, streamOf("id: e:2\ndata: 2\n\n")}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r)
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	var causes []error
+	f := &follower{url: srv.URL, idle: 200 * time.Millisecond, handle: func(ev streamEvent) error {
+		got = append(got, ev.ID)
+		if len(got) == 2 {
+			return errStop
+		}
+		return nil
+	}}
+	fakeTiming(f, 5, cancel)
+	f.waiting = func(_ time.Duration, cause error) { causes = append(causes, cause) }
+	if err := f.run(ctx); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if fmt.Sprint(got) != "[e:1 e:2]" || len(causes) != 1 || !errors.Is(causes[0], errIdle) {
+		t.Errorf("events %v, reconnect causes %v; want [e:1 e:2] after one idle timeout", got, causes)
+	}
+	if ids := s.ids(); fmt.Sprint(ids) != "[ e:1]" {
+		t.Errorf("Last-Event-IDs %q", ids)
+	}
+}

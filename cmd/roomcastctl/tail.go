@@ -19,6 +19,7 @@ type tailOptions struct {
 	typ          string
 	followResync bool
 	count        int
+	idle         time.Duration
 }
 
 func tailCommand() *command {
@@ -31,7 +32,8 @@ func tailCommand() *command {
 Prints each event as "<id> <type> <body>" (--json: one {"room","id","type","body"}
 object per line). The stream reconnects when the server ends it (a drain, a shed) or
 the connection breaks, resumes from the last id it saw, waits the server's retry:
-hint and backs off while connections fail. A resync (history the room no longer holds)
+hint and backs off while connections fail; a stream silent for --idle-timeout (no
+event, no heartbeat) is taken as a dead connection and reconnected. A resync (history the room no longer holds)
 is printed and ends tail with exit code 1 unless --follow-resync; a reauth (the
 credential ended) is reported on stderr, and the reconnect that follows fails with
 401 if the credential is no longer valid. --token is sent as the bearer credential.`,
@@ -44,6 +46,7 @@ credential ended) is reported on stderr, and the reconnect that follows fails wi
 			fs.StringVar(&o.typ, "type", "", "print only events of this `TYPE` (resync and reauth are always shown)")
 			fs.BoolVar(&o.followResync, "follow-resync", false, "keep following after a resync instead of exiting 1")
 			fs.IntVar(&o.count, "count", 0, "exit 0 after printing `N` events (0: follow until interrupted)")
+			fs.DurationVar(&o.idle, "idle-timeout", idleTimeout, "reconnect when the stream sends nothing, not even a heartbeat, for this long")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error { return c.tail(ctx, args, o) },
 	}
@@ -70,6 +73,9 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 	if o.count < 0 {
 		return usagef("--count must not be negative")
 	}
+	if o.idle <= 0 {
+		return usagef("--idle-timeout must be positive")
+	}
 	header := map[string]string{}
 	if c.token != "" {
 		header["Authorization"] = "Bearer " + c.token
@@ -80,6 +86,7 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 		header:    header,
 		from:      o.from,
 		transport: c.transport,
+		idle:      o.idle,
 		handle: func(ev streamEvent) error {
 			switch ev.Type {
 			case "resync":
