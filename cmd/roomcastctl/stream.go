@@ -110,7 +110,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // run follows the stream until ctx ends (nil), the handler stops it, the server
-// refuses it for good (a 4xx answer, not an event stream), or the very first
+// refuses it for good (a 4xx answer other than 408 and 429, not an event stream), or the very first
 // connection gets no answer (*unreachableError). Every reconnect resumes from the
 // last id seen. The wait before a reconnect is the server's retry: hint, or the
 // backoff when that is longer; the backoff doubles after each connection that did
@@ -186,8 +186,9 @@ func (f *follower) run(ctx context.Context) error {
 		var se *serverError
 		var ns *notStreamError
 		switch {
-		case errors.As(err, &se) && se.Status >= 400 && se.Status < 500:
-			return se // a request that can never succeed
+		case errors.As(err, &se) && se.Status >= 400 && se.Status < 500 &&
+			se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests:
+			return se // a request that can never succeed (a proxy's 408 and 429 may)
 		case errors.As(err, &ns):
 			return ns
 		case errors.Is(err, bufio.ErrTooLong):
