@@ -36,7 +36,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.adminToken, "admin-token", "", "admin token for /admin/ (prefer ROOMCASTCTL_ADMIN_TOKEN or --admin-token-file)")
 	fs.StringVar(&g.adminTokenFile, "admin-token-file", "", "`file` holding the admin token on one line")
 	fs.BoolVar(&g.json, "json", false, "print JSON, one value per line, for scripts")
-	fs.DurationVar(&g.timeout, "timeout", 0, "bound on each request, tail's stream excepted (default 10s)")
+	fs.DurationVar(&g.timeout, "timeout", 0, "bound on each request; for tail, on each connection's answer, not the stream (default 10s)")
 }
 
 // merge returns g with the flags set in later (given after the command) taking

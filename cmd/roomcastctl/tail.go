@@ -30,13 +30,14 @@ func tailCommand() *command {
 		summary: "follow a room's events, reconnecting and resuming by id",
 		detail: `
 Prints each event as "<id> <type> <body>" (--json: one {"room","id","type","body"}
-object per line). The stream reconnects when the server ends it (a drain, a shed) or
-the connection breaks, resumes from the last id it saw, waits the server's retry:
-hint and backs off while connections fail; a stream silent for --idle-timeout (no
-event, no heartbeat) is taken as a dead connection and reconnected. A resync (history the room no longer holds)
-is printed and ends tail with exit code 1 unless --follow-resync; a reauth (the
-credential ended) is reported on stderr, and the reconnect that follows fails with
-401 if the credential is no longer valid. --token is sent as the bearer credential.`,
+object per line). The stream reconnects when the server ends it (a drain, a shed)
+or the connection breaks, resumes from the last id it saw, waits the server's
+retry: hint and backs off while connections fail; a stream silent for
+--idle-timeout (no event, no heartbeat) is taken as a dead connection. A resync
+(history the stream cannot go on from) is printed and ends tail with exit code 1
+unless --follow-resync; a reauth (the credential ended) is reported on stderr, and
+the reconnect that follows fails with 401 if the credential is no longer valid.
+--token is sent as the bearer credential.`,
 		examples: `  roomcastctl tail chat-42
   roomcastctl tail chat-42 --from k3x9q:41 --json | jq .body
   roomcastctl tail orders --type created --count 1     # wait for one event, then exit
