@@ -205,9 +205,12 @@ func TestHelp(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.errOut, "Commands:") {
 		t.Errorf("no command: exit %d, stderr %q", r.code, r.errOut)
 	}
-	r = c.run("", "plan", "--pods", "3")
-	if r.code != exitUsage || r.errOut != "plan: not built into this binary\n" {
-		t.Errorf("plan: exit %d, stderr %q", r.code, r.errOut)
+	r = c.run("", "--json", "plan", "--pods", "3", "--rooms", "100", "--members", "4", "--publish-rate", "10")
+	var out struct {
+		EPods float64 `json:"e_pods"`
+	}
+	if r.code != exitOK || json.Unmarshal([]byte(r.out), &out) != nil || out.EPods <= 1 || out.EPods > 3 {
+		t.Errorf("plan --json: exit %d, E_pods %v, stdout %q, stderr %q", r.code, out.EPods, r.out, r.errOut)
 	}
 }
 
@@ -236,3 +239,4 @@ func FuzzParseSecret(f *testing.F) {
 		}
 	})
 }
+

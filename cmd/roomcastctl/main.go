@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, io stdio) int {
 		}
 		return run(ctx, []string{rest[0], "--help"}, io)
 	case "plan":
-		return runPlan(rest, io.out, io.err)
+		return runPlan(rest, g, io.out, io.err)
 	}
 	cmd, ok := commands()[name]
 	if !ok {

@@ -1,13 +1,16 @@
 package main
 
 import (
-	"fmt"
 	"io"
+
+	"github.com/roomcast/roomcast/cmd/roomcastctl/internal/plan"
 )
 
-// runPlan runs the capacity planner: plan.Run(args, stdout, stderr) of
-// cmd/roomcastctl/internal/plan where that package is built in.
-func runPlan(_ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "plan: not built into this binary")
-	return exitUsage
+// runPlan runs the capacity planner. It talks to no server: of the global flags only
+// --json applies, and it is passed on.
+func runPlan(args []string, g globals, stdout, stderr io.Writer) int {
+	if g.json {
+		args = append([]string{"--json"}, args...)
+	}
+	return plan.Run(args, stdout, stderr)
 }
