@@ -239,4 +239,3 @@ func FuzzParseSecret(f *testing.F) {
 		}
 	})
 }
-
