@@ -100,6 +100,8 @@ type MemoryLog struct {
 	done chan struct{}
 
 	ctl memControl // tickets and revocations (control_memory.go)
+
+	owners memOwners // client ownership (owners_memory.go)
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -465,6 +467,7 @@ func (l *MemoryLog) sweepLoop() {
 func (l *MemoryLog) sweep() {
 	now := l.cfg.Now()
 	l.ctl.prune(now)
+	l.owners.prune(now)
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
