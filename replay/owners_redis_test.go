@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,8 +161,9 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 	}
 }
 
-// listenNotices runs l.PodNotices for pod until the test ends.
-func listenNotices(t *testing.T, l replay.Owners, pod string) (<-chan string, <-chan error) {
+// listenNotices runs l.PodNotices for pod until stop is called or the test ends;
+// stop returns once PodNotices has.
+func listenNotices(t *testing.T, l replay.Owners, pod string) (notices <-chan string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan string, 1024)
 	done := make(chan error, 1)
@@ -173,7 +175,7 @@ func listenNotices(t *testing.T, l replay.Owners, pod string) (<-chan string, <-
 			}
 		})
 	}()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -184,7 +186,8 @@ func listenNotices(t *testing.T, l replay.Owners, pod string) (<-chan string, <-
 			t.Error("PodNotices did not return within 20s of its context's end")
 		}
 	})
-	return ch, done
+	t.Cleanup(stop)
+	return ch, stop
 }
 
 // TestRedisPodNoticesResubscribe: a listener whose connection is lost subscribes
@@ -195,7 +198,7 @@ func TestRedisPodNoticesResubscribe(t *testing.T) {
 	a := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	b := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	ctx := context.Background()
-	ch, _ := listenNotices(t, b, "pod-1")
+	ch, stop := listenNotices(t, b, "pod-1")
 	heard := func(want string) func() bool {
 		return func() bool {
 			_ = a.NotifyPod(ctx, "pod-1", want)
@@ -216,4 +219,12 @@ func TestRedisPodNoticesResubscribe(t *testing.T) {
 		t.Fatalf("CLIENT KILL TYPE pubsub killed %s connections, want 1", n)
 	}
 	replaytest.Eventually(t, 20*time.Second, "listening again", heard("after"))
+	// Its end unsubscribes on the server too.
+	if n := s.MustDo(t, "PUBSUB", "SHARDNUMSUB", "room:pod:{pod-1}"); !strings.HasSuffix(n, "\n1") {
+		t.Fatalf("PUBSUB SHARDNUMSUB = %q while listening; want 1 subscriber", n)
+	}
+	stop()
+	replaytest.Eventually(t, 20*time.Second, "unsubscribed", func() bool {
+		return strings.HasSuffix(s.MustDo(t, "PUBSUB", "SHARDNUMSUB", "room:pod:{pod-1}"), "\n0")
+	})
 }
