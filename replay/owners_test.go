@@ -152,10 +152,7 @@ func TestMemoryOwnersBound(t *testing.T) {
 func TestOwnersClosed(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
-	mem, err := replay.NewMemoryLog(replay.MemoryConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := newMemory(t, replay.MemoryConfig{})
 	red := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	for name, l := range map[string]interface {
 		replay.Owners
