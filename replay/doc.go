@@ -48,6 +48,40 @@
 // written and read by two functions of the library on the node's clock
 // (occupancy_redis.go); a MemoryLog knows its own pod only.
 //
+// # Client ownership
+//
+// Both implement Owners (owners.go): one live connection per client id across the
+// fleet. An entry maps a client id ([A-Za-z0-9._~:-]{1,128}) to its owner: the
+// client's boot (a UUIDv7 the client makes once per process start), the gateway's
+// session (one WebSocket connection, [A-Za-z0-9_-]{1,64}) and pod
+// ([A-Za-z0-9._-]{1,64}), and when it was claimed; it lives for a TTL (1ms to 24h)
+// that the owner refreshes while connected.
+//
+//   - A claim wins when nobody owns the client (or the entry expired) or the
+//     registered boot is older than or equal to the claimant's (equal: the same
+//     process reconnecting); it returns the owner it displaced, whom the caller
+//     tells to close (NotifyPod to its pod). Against a newer boot it fails with
+//     ErrSuperseded, returns that owner, and changes nothing.
+//   - Boots compare as UUIDv7s: by their 48-bit Unix millisecond timestamp, then the
+//     rest, which is the byte order of the canonical lowercase form. A boot that is
+//     not a UUIDv7 (36 characters 8-4-4-4-12, version 7, variant 10; either case on
+//     input) is ErrBadBoot.
+//   - Refresh and release act only while the session still owns the client: a
+//     refresh from a displaced session fails with ErrNotOwner and changes nothing, so
+//     a stale refresh that lands after a takeover can never extend or win back the
+//     entry; a release by a non-owner does nothing.
+//   - Pod notices are at-most-once: an owner that misses its "close" learns from its
+//     next failed refresh.
+//
+// MemoryLog keeps entries in one map on its clock (MemoryConfig.Now), at most 100 000
+// live ones (ErrFull beyond), and delivers notices in process. RedisLog keeps each
+// entry in the hash room:client:{<client>} (boot, session, pod, since in Unix ms,
+// PEXPIRE for the TTL); claim, refresh and release are the library's functions
+// roomcast_v1_claim, roomcast_v1_refresh and roomcast_v1_release, each atomic and
+// comparing boots in Lua; ClientOwner reads with HMGET. Notices go to the shard
+// channel room:pod:{<pod>}. Entries and notices read back are validated; malformed
+// ones are counted (RedisStats.BadOwners) and ignored.
+//
 // # Must not
 //
 // replay knows nothing about HTTP or about who listens. The doorbell callback it is
@@ -59,5 +93,8 @@
 // Every Log method is safe for concurrent use. MemoryLog locks, in order: a map
 // shard's mutex, then a room's mutex, then a subscription shard's read lock; for
 // revocations, a watcher's mutex, then the control plane's. A revocation watcher's fn
-// runs under its watcher's mutex, so calls never overlap.
+// runs under its watcher's mutex, so calls never overlap. The ownership registry's
+// mutex and a pod listener's are never held together; a listener's fn runs under its
+// own, so calls never overlap. RedisLog's PodNotices runs fn on its caller's
+// goroutine, and Close waits for every PodNotices to return.
 package replay

@@ -99,8 +99,9 @@ type MemoryLog struct {
 	stop chan struct{}
 	done chan struct{}
 
-	ctl memControl   // tickets and revocations (control_memory.go)
-	occ memOccupancy // pods' member counts (occupancy_memory.go)
+	ctl    memControl   // tickets and revocations (control_memory.go)
+	occ    memOccupancy // pods' member counts (occupancy_memory.go)
+	owners memOwners    // client ownership (owners_memory.go)
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -467,6 +468,7 @@ func (l *MemoryLog) sweep() {
 	now := l.cfg.Now()
 	l.ctl.prune(now)
 	l.occ.prune(now)
+	l.owners.prune(now)
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()

@@ -188,6 +188,8 @@ type RedisLog struct {
 	revs redisRevocations // revocation watching (control_redis.go)
 	hot  *redisHot        // hot rooms (hot.go); nil when none
 
+	owners redisOwners // client ownership (owners_redis.go)
+
 	group groupCommit // Appends waiting for, or in, a flush (redis_group.go)
 	slots slotMap     // cluster slot owners, for flushes that WAIT
 
@@ -228,6 +230,9 @@ type RedisStats struct {
 	// Appends, and GroupAppends the Appends they carried: concurrent Appends share
 	// a flush, so GroupAppends/GroupFlushes is the mean group size.
 	GroupFlushes, GroupAppends uint64
+	// BadOwners counts client ownership entries and pod notices read from Redis
+	// that failed validation; each was ignored.
+	BadOwners uint64
 }
 
 // NewRedisLog connects to Redis and loads the function library on every primary.
@@ -360,6 +365,8 @@ func (l *RedisLog) Stats() RedisStats {
 
 		GroupFlushes: l.group.flushes.Load(),
 		GroupAppends: l.group.events.Load(),
+
+		BadOwners: l.owners.bad.Load(),
 	}
 	l.hotStats(&st)
 	return st

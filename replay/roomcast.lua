@@ -10,6 +10,8 @@
 --   room:{r}            shard channel, derived here from the key name (a channel is
 --                       not a key: declared as one it never exists, and every call
 --                       during a slot migration would fail with TRYAGAIN)
+--   room:client:{c}     hash: boot, session, pod, since (Unix ms), with a TTL: the
+--                       connection that owns client id c (claim, refresh, release)
 -- Function names carry the library version, since Redis requires function names to
 -- be unique across libraries: two versions can be loaded side by side during a
 -- rolling upgrade.
@@ -234,7 +236,124 @@ local function occupancy_read(keys, args)
   return {now_ms(), redis.call('HGETALL', keys[1])}
 end
 
+-- Client ownership. A boot is a UUIDv7 in canonical lowercase form; boots compare
+-- byte by byte, which orders them by their 48-bit millisecond timestamp, then the
+-- rest (Lua's < on strings follows the locale's collation, so it is not used).
+local CLIENT_KEY = '^room:client:{[%w%._~:%-]+}$'
+
+-- valid_boot reports whether s is 8-4-4-4-12 lowercase hex digits, version 7,
+-- variant 10.
+local function valid_boot(s)
+  if type(s) ~= 'string' or #s ~= 36 or string.find(s, '[A-F]') then
+    return false
+  end
+  local a, b, c, d, e = string.match(s, '^(%x+)%-(%x+)%-(7%x+)%-([89ab]%x+)%-(%x+)$')
+  return a ~= nil and #a == 8 and #b == 4 and #c == 4 and #d == 4 and #e == 12
+end
+
+local function client_key(keys)
+  if #keys ~= 1 or #keys[1] > 128 + 14 or not string.match(keys[1], CLIENT_KEY) then
+    return nil
+  end
+  return keys[1]
+end
+
+local function valid_session(s)
+  return type(s) == 'string' and #s >= 1 and #s <= 64 and string.match(s, '^[%w_%-]+$') ~= nil
+end
+
+local function valid_owner_pod(s)
+  return type(s) == 'string' and #s >= 1 and #s <= 64 and string.match(s, '^[%w%._%-]+$') ~= nil
+end
+
+-- older reports whether boot a sorts before boot b.
+local function older(a, b)
+  for i = 1, 36 do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+
+-- claim: KEYS client key; ARGV boot, session, pod, ttl ms. Returns {claimed (1, or 0
+-- when a newer boot holds the client and nothing changed), boot, session, pod,
+-- since} of the entry it displaced or that refused it ('' each when none).
+local function claim(keys, args)
+  local key = client_key(keys)
+  if not key then
+    return fail('bad client key')
+  end
+  if #args ~= 4 then
+    return fail('claim takes 4 arguments')
+  end
+  local boot, session, pod, ttl = args[1], args[2], args[3], integer(args[4])
+  if not valid_boot(boot) then
+    return fail('bad boot')
+  end
+  if not valid_session(session) or not valid_owner_pod(pod) then
+    return fail('bad session or pod')
+  end
+  if not ttl or ttl < 1 then
+    return fail('bad ttl')
+  end
+  local cur = redis.call('HMGET', key, 'boot', 'session', 'pod', 'since')
+  local was = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or ''}
+  -- An entry whose boot is malformed (not written here) never refuses a claim.
+  if valid_boot(cur[1]) and older(boot, cur[1]) then
+    return {0, was[1], was[2], was[3], was[4]}
+  end
+  local now = redis.call('TIME')
+  local since = fmt(tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'boot', boot, 'session', session, 'pod', pod, 'since', since)
+  redis.call('PEXPIRE', key, ttl)
+  return {1, was[1], was[2], was[3], was[4]}
+end
+
+-- refresh: KEYS client key; ARGV session, ttl ms. Sets the TTL only while session
+-- owns the client. Returns 1 when it did, 0 when session is not the owner.
+local function refresh(keys, args)
+  local key = client_key(keys)
+  if not key then
+    return fail('bad client key')
+  end
+  if #args ~= 2 then
+    return fail('refresh takes 2 arguments')
+  end
+  local session, ttl = args[1], integer(args[2])
+  if not valid_session(session) or not ttl or ttl < 1 then
+    return fail('bad session or ttl')
+  end
+  if redis.call('HMGET', key, 'session')[1] ~= session then
+    return 0
+  end
+  redis.call('PEXPIRE', key, ttl)
+  return 1
+end
+
+-- release: KEYS client key; ARGV session. Deletes the entry only while session owns
+-- the client. Returns 1 when it did, else 0.
+local function release(keys, args)
+  local key = client_key(keys)
+  if not key then
+    return fail('bad client key')
+  end
+  if #args ~= 1 or not valid_session(args[1]) then
+    return fail('bad session')
+  end
+  if redis.call('HMGET', key, 'session')[1] ~= args[1] then
+    return 0
+  end
+  redis.call('DEL', key)
+  return 1
+end
+
 redis.register_function('roomcast_v1_publish', publish)
 redis.register_function{function_name = 'roomcast_v1_since', callback = since, flags = {'no-writes'}}
 redis.register_function('roomcast_v1_occupancy', occupancy)
 redis.register_function{function_name = 'roomcast_v1_occupancy_read', callback = occupancy_read, flags = {'no-writes'}}
+redis.register_function('roomcast_v1_claim', claim)
+redis.register_function('roomcast_v1_refresh', refresh)
+redis.register_function('roomcast_v1_release', release)

@@ -1,0 +1,136 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
+)
+
+// exerciseOwners runs everything the ownership registry does through two logs (two
+// pods): claim, takeover, a refused claim, refresh, a stale refresh, owner, release,
+// and a notice from one pod to the other's channel, in another slot than the
+// client's key.
+func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
+	t.Helper()
+	ctx := context.Background()
+	client := redistest.Prefix(t) + ":acl"
+	pod := "acl-pod-0"
+	for i := 1; redistest.Slot("{"+pod+"}") == redistest.Slot("{"+client+"}"); i++ {
+		pod = "acl-pod-" + strconv.Itoa(i)
+	}
+	old, boot := replay.NewBoot(time.Now().Add(-time.Second)), replay.NewBoot(time.Now())
+	if _, err := a.ClaimClient(ctx, client, old, "sA", "pod-a", time.Minute); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if prev, err := b.ClaimClient(ctx, client, boot, "sB", pod, time.Minute); err != nil || prev.Session != "sA" {
+		t.Fatalf("takeover: %+v, %v", prev, err)
+	}
+	if _, err := a.ClaimClient(ctx, client, old, "sA", "pod-a", time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+		t.Fatalf("claim by the older boot: %v; want ErrSuperseded", err)
+	}
+	if err := b.RefreshClient(ctx, client, "sB", time.Minute); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if err := a.RefreshClient(ctx, client, "sA", time.Minute); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("stale refresh: %v; want ErrNotOwner", err)
+	}
+	if o, ok, err := a.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sB" {
+		t.Fatalf("owner: %+v, %v, %v", o, ok, err)
+	}
+	if err := a.ReleaseClient(ctx, client, "sA"); err != nil {
+		t.Fatalf("release by a non-owner: %v", err)
+	}
+	if err := b.ReleaseClient(ctx, client, "sB"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, ok, err := a.ClientOwner(ctx, client); ok || err != nil {
+		t.Fatalf("owner after release: %v, %v", ok, err)
+	}
+
+	lctx, cancel := context.WithCancel(ctx)
+	notices := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.PodNotices(lctx, pod, func(n string) {
+			select {
+			case notices <- n:
+			default:
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("pod notices: %v", err)
+		}
+	}()
+	replaytest.Eventually(t, 20*time.Second, "a notice delivered", func() error {
+		if err := a.NotifyPod(ctx, pod, "close "+client+" sB"); err != nil {
+			return err
+		}
+		select {
+		case n := <-notices:
+			if n != "close "+client+" sB" {
+				t.Fatalf("notice %q", n)
+			}
+			return nil
+		default:
+			return errors.New("not yet")
+		}
+	})
+}
+
+// TestRedisACLOwnersStandalone: with the default user off and the gateway's user
+// holding exactly the documented ACL, two logs use the ownership registry and pod
+// notices, and Redis refused none of their commands.
+func TestRedisACLOwnersStandalone(t *testing.T) {
+	t.Parallel()
+	const password, adminPassword = "acl-test-pw", "admin-test-pw"
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	acl := "user default off\n" +
+		documentedACL(t, password) + "\n" +
+		"user inspector on >" + adminPassword + " ~* &* +@all\n"
+	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
+	cfg := replay.RedisConfig{Username: "roomcast", Password: password}
+	a := newRedisLog(t, []string{srv.Addr}, cfg)
+	b := newRedisLog(t, []string{srv.Addr}, cfg)
+	exerciseOwners(t, a, b)
+	if out, _ := cli(t, srv.Port, "inspector", adminPassword, "ACL", "LOG"); out != "" {
+		t.Fatalf("Redis refused commands the logs sent (ACL LOG):\n%s", out)
+	}
+}
+
+// TestRedisACLOwnersCluster: the same on a 3-primary cluster whose nodes give the
+// gateway's user exactly the documented ACL.
+func TestRedisACLOwnersCluster(t *testing.T) {
+	t.Parallel()
+	const password = "acl-test-pw"
+	c := redistest.StartCluster(t, redistest.ClusterConfig{})
+	line := documentedACL(t, password)
+	args := append([]string{"ACL", "SETUSER"}, strings.Fields(strings.TrimPrefix(line, "user "))...)
+	for _, n := range c.Nodes() {
+		n.MustDo(t, args...)
+		n.MustDo(t, "ACL", "LOG", "RESET")
+	}
+	cfg := replay.RedisConfig{Username: "roomcast", Password: password}
+	a := newRedisLog(t, c.Addrs(), cfg)
+	b := newRedisLog(t, c.Addrs(), cfg)
+	exerciseOwners(t, a, b)
+	for _, n := range c.Nodes() {
+		if out := n.MustDo(t, "ACL", "LOG"); out != "" {
+			t.Errorf("node %s refused commands the logs sent (ACL LOG):\n%s", n.Addr, out)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// memOwners is a MemoryLog's client ownership registry: one pod's. TTLs run on the
+// log's clock (MemoryConfig.Now). memOwners.mu and a listener's mu are never held
+// together; a listener's fn runs under its own mu only.
+type memOwners struct {
+	mu        sync.Mutex
+	entries   map[string]memOwner
+	pruned    time.Time // when expired entries were last pruned because of the bound
+	listeners map[string]*memListener
+}
+
+type memOwner struct {
+	Owner
+	expires time.Time
+}
+
+type memListener struct {
+	mu      sync.Mutex // held while fn runs: calls never overlap
+	fn      func(string)
+	stopped bool
+}
+
+var _ Owners = (*MemoryLog)(nil)
+
+// liveLocked returns client's entry unless it expired.
+func (o *memOwners) liveLocked(client string, now time.Time) (memOwner, bool) {
+	e, ok := o.entries[client]
+	if !ok {
+		return memOwner{}, false
+	}
+	if !now.Before(e.expires) {
+		delete(o.entries, client)
+		return memOwner{}, false
+	}
+	return e, true
+}
+
+// ClaimClient implements Owners. It holds up to 100 000 live entries: a claim for a
+// new client beyond that fails with ErrFull.
+func (l *MemoryLog) ClaimClient(ctx context.Context, client, boot, session, pod string, ttl time.Duration) (Owner, error) {
+	if l.closed.Load() {
+		return Owner{}, ErrClosed
+	}
+	boot, err := ownerArgs(client, boot, session, pod, ttl)
+	if err != nil {
+		return Owner{}, fmt.Errorf("replay: claim client %q: %w", client, err)
+	}
+	now := l.cfg.Now()
+	o := &l.owners
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.entries == nil {
+		o.entries = make(map[string]memOwner)
+	}
+	cur, ok := o.liveLocked(client, now)
+	if ok && CompareBoots(cur.Boot, boot) > 0 {
+		return cur.Owner, fmt.Errorf("replay: claim client %q: %w", client, ErrSuperseded)
+	}
+	if !ok && len(o.entries) >= maxOwners && now.Sub(o.pruned) >= time.Second {
+		// Pruning walks every entry: at most once a second, and only when full.
+		for c := range o.entries {
+			o.liveLocked(c, now)
+		}
+		o.pruned = now
+	}
+	if !ok && len(o.entries) >= maxOwners {
+		return Owner{}, fmt.Errorf("replay: claim client %q: %d clients held: %w", client, len(o.entries), ErrFull)
+	}
+	o.entries[client] = memOwner{
+		Owner:   Owner{Client: client, Boot: boot, Session: session, Pod: pod, Since: time.UnixMilli(now.UnixMilli())},
+		expires: now.Add(ttl),
+	}
+	return cur.Owner, nil
+}
+
+// RefreshClient implements Owners.
+func (l *MemoryLog) RefreshClient(ctx context.Context, client, session string, ttl time.Duration) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if !ValidClient(client) || !ValidSession(session) || !validOwnerTTL(ttl) {
+		return fmt.Errorf("replay: refresh client %q: %w", client, ErrInvalid)
+	}
+	now := l.cfg.Now()
+	o := &l.owners
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur, ok := o.liveLocked(client, now)
+	if !ok || cur.Session != session {
+		return fmt.Errorf("replay: refresh client %q: %w", client, ErrNotOwner)
+	}
+	cur.expires = now.Add(ttl)
+	o.entries[client] = cur
+	return nil
+}
+
+// ReleaseClient implements Owners.
+func (l *MemoryLog) ReleaseClient(ctx context.Context, client, session string) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if !ValidClient(client) || !ValidSession(session) {
+		return fmt.Errorf("replay: release client %q: %w", client, ErrInvalid)
+	}
+	o := &l.owners
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if cur, ok := o.liveLocked(client, l.cfg.Now()); ok && cur.Session == session {
+		delete(o.entries, client)
+	}
+	return nil
+}
+
+// ClientOwner implements Owners.
+func (l *MemoryLog) ClientOwner(ctx context.Context, client string) (Owner, bool, error) {
+	if l.closed.Load() {
+		return Owner{}, false, ErrClosed
+	}
+	if !ValidClient(client) {
+		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w", client, ErrInvalid)
+	}
+	o := &l.owners
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur, ok := o.liveLocked(client, l.cfg.Now())
+	return cur.Owner, ok, nil
+}
+
+// prune forgets expired entries; the sweeper calls it.
+func (o *memOwners) prune(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for c := range o.entries {
+		o.liveLocked(c, now)
+	}
+}
+
+// NotifyPod implements Owners: fn of the pod's listener runs on the caller's
+// goroutine, before NotifyPod returns. With no listener the notice is dropped.
+func (l *MemoryLog) NotifyPod(ctx context.Context, pod, notice string) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if !ValidPod(pod) || !validNotice(notice) {
+		return fmt.Errorf("replay: notify pod %q: %w", pod, ErrInvalid)
+	}
+	o := &l.owners
+	o.mu.Lock()
+	w := o.listeners[pod]
+	o.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped && !l.closed.Load() {
+		w.fn(notice)
+	}
+	return nil
+}
+
+// PodNotices implements Owners.
+func (l *MemoryLog) PodNotices(ctx context.Context, pod string, fn func(notice string)) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if !ValidPod(pod) {
+		return fmt.Errorf("replay: pod notices %q: %w", pod, ErrInvalid)
+	}
+	w := &memListener{fn: fn}
+	o := &l.owners
+	o.mu.Lock()
+	if o.listeners == nil {
+		o.listeners = make(map[string]*memListener)
+	}
+	if o.listeners[pod] != nil {
+		o.mu.Unlock()
+		return fmt.Errorf("replay: pod notices %q: already listening: %w", pod, ErrInvalid)
+	}
+	o.listeners[pod] = w
+	o.mu.Unlock()
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-l.stop:
+		err = ErrClosed
+	}
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	o.mu.Lock()
+	delete(o.listeners, pod)
+	o.mu.Unlock()
+	return err
+}

@@ -1,0 +1,527 @@
+package replaytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/redistest"
+)
+
+// OwnersEnv is one backend for RunOwners: two handles on one shared registry (two
+// pods of a fleet; for memory, the same log twice) and the backend's clock.
+type OwnersEnv struct {
+	A, B replay.Owners
+	// Now reads the clock the backend stamps claims with (Owner.Since).
+	Now func() time.Time
+	// TTL returns how long client's entry has left, as the backend counts it;
+	// false when there is none.
+	TTL func(t *testing.T, client string) (time.Duration, bool)
+	// Pass lets d pass on the backend's clock and returns once it has.
+	Pass func(t *testing.T, d time.Duration)
+}
+
+// OwnersFactory opens a fresh OwnersEnv; the test's cleanup closes it.
+type OwnersFactory func(t *testing.T) OwnersEnv
+
+// RunOwners runs the contract suite of replay.Owners.
+func RunOwners(t *testing.T, open OwnersFactory) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, e OwnersEnv)
+	}{
+		{"FirstClaim", firstClaim},
+		{"NewerBootTakesOver", newerBootTakesOver},
+		{"EqualBootTakesOver", equalBootTakesOver},
+		{"OlderBootRefused", olderBootRefused},
+		{"BootOrder", bootOrder},
+		{"RefreshExtends", refreshExtends},
+		{"RefreshByDisplacedSession", refreshByDisplacedSession},
+		{"StaleRefreshAfterTakeover", staleRefreshAfterTakeover},
+		{"Expiry", expiry},
+		{"ReleaseOnlyByOwner", releaseOnlyByOwner},
+		{"ConcurrentClaims", concurrentClaims},
+		{"Validates", ownersValidate},
+		{"PodNotices", podNotices},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+}
+
+// client returns a client id no other test uses.
+func client(t *testing.T) string { return redistest.Prefix(t) + ":c" }
+
+var podSeq atomic.Int64
+
+// pod returns a pod id no other test uses whose hash slot differs from avoid's
+// (a client id), so that on a cluster its notice channel is not in the slot of the
+// client's key.
+func pod(avoid string) string {
+	for {
+		p := fmt.Sprintf("pod-%d-%d", os.Getpid()%100000, podSeq.Add(1))
+		if redistest.Slot("{"+p+"}") != redistest.Slot("{"+avoid+"}") {
+			return p
+		}
+	}
+}
+
+// boots returns n boots made in increasing milliseconds: each newer than the last.
+func boots(n int) []string {
+	base := time.Now().Add(-time.Hour)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = replay.NewBoot(base.Add(time.Duration(i) * time.Second))
+	}
+	return out
+}
+
+func mustClaim(t *testing.T, o replay.Owners, client, boot, session, pod string, ttl time.Duration) replay.Owner {
+	t.Helper()
+	prev, err := o.ClaimClient(context.Background(), client, boot, session, pod, ttl)
+	if err != nil {
+		t.Fatalf("claim %s by %s/%s: %v", client, session, boot, err)
+	}
+	return prev
+}
+
+// mustOwner returns client's owner as o reports it, failing t when there is none.
+func mustOwner(t *testing.T, o replay.Owners, client string) replay.Owner {
+	t.Helper()
+	got, ok, err := o.ClientOwner(context.Background(), client)
+	if err != nil || !ok {
+		t.Fatalf("client owner of %s: %+v, %v, %v; want one", client, got, ok, err)
+	}
+	return got
+}
+
+// ownedBy checks that client's owner is session with boot and pod.
+func ownedBy(t *testing.T, o replay.Owners, client, boot, session, pod string) replay.Owner {
+	t.Helper()
+	got := mustOwner(t, o, client)
+	if got.Client != client || got.Boot != boot || got.Session != session || got.Pod != pod {
+		t.Fatalf("owner of %s = %+v; want boot %s, session %s, pod %s", client, got, boot, session, pod)
+	}
+	return got
+}
+
+// ttlAtMost checks that client's entry has a TTL of at most max (and some left).
+func ttlAtMost(t *testing.T, e OwnersEnv, client string, max time.Duration) {
+	t.Helper()
+	ttl, ok := e.TTL(t, client)
+	if !ok || ttl <= 0 || ttl > max {
+		t.Fatalf("ttl of %s = %s (%v); want above 0 and at most %s", client, ttl, ok, max)
+	}
+}
+
+func firstClaim(t *testing.T, e OwnersEnv) {
+	c, b := client(t), boots(1)[0]
+	p := pod(c)
+	before := e.Now().Truncate(time.Millisecond)
+	if prev := mustClaim(t, e.A, c, b, "sessA", p, time.Minute); prev != (replay.Owner{}) {
+		t.Fatalf("first claim displaced %+v; want none", prev)
+	}
+	got := ownedBy(t, e.B, c, b, "sessA", p)
+	if got.Since.Before(before.Add(-time.Second)) || got.Since.After(e.Now().Add(time.Second)) {
+		t.Fatalf("since %s; want about %s", got.Since, before)
+	}
+	if got.Since.Nanosecond()%int(time.Millisecond) != 0 {
+		t.Fatalf("since %s: want millisecond precision", got.Since)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+	if _, ok, err := e.A.ClientOwner(context.Background(), client(t)); ok || err != nil {
+		t.Fatalf("owner of a client never claimed: %v, %v", ok, err)
+	}
+}
+
+func newerBootTakesOver(t *testing.T, e OwnersEnv) {
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
+	a := ownedBy(t, e.A, c, bs[0], "sessA", pA)
+	if prev := mustClaim(t, e.B, c, bs[1], "sessB", pB, time.Minute); prev != a {
+		t.Fatalf("takeover displaced %+v; want %+v", prev, a)
+	}
+	ownedBy(t, e.A, c, bs[1], "sessB", pB)
+}
+
+func equalBootTakesOver(t *testing.T, e OwnersEnv) {
+	c, b := client(t), boots(1)[0]
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.A, c, b, "sessA", pA, time.Minute)
+	a := ownedBy(t, e.B, c, b, "sessA", pA)
+	// The same process reconnects through another pod.
+	if prev := mustClaim(t, e.B, c, b, "sessB", pB, time.Minute); prev != a {
+		t.Fatalf("reconnect displaced %+v; want %+v", prev, a)
+	}
+	ownedBy(t, e.A, c, b, "sessB", pB)
+}
+
+func olderBootRefused(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.B, c, bs[1], "sessB", pB, time.Minute)
+	b := ownedBy(t, e.A, c, bs[1], "sessB", pB)
+	holder, err := e.A.ClaimClient(ctx, c, bs[0], "sessA", pA, time.Hour)
+	if !errors.Is(err, replay.ErrSuperseded) || holder != b {
+		t.Fatalf("claim by an older boot: %+v, %v; want %+v, ErrSuperseded", holder, err, b)
+	}
+	if got := mustOwner(t, e.B, c); got != b {
+		t.Fatalf("the refused claim changed the entry: %+v; want %+v", got, b)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+}
+
+func bootOrder(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c := client(t)
+	p := pod(c)
+	// One millisecond, and the rest decides; upper case is the same boot.
+	older := "0190a0b0-c0d0-7fff-bfff-ffffffffffff"
+	newer := "0190a0b0-c0d1-7000-8000-000000000000"
+	newest := "0190a0b0-c0d1-7000-8000-000000000001"
+	mustClaim(t, e.A, c, newer, "s1", p, time.Minute)
+	if _, err := e.A.ClaimClient(ctx, c, older, "s2", p, time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+		t.Fatalf("claim by the boot a millisecond older: %v; want ErrSuperseded", err)
+	}
+	mustClaim(t, e.B, c, newest, "s3", p, time.Minute)
+	if _, err := e.A.ClaimClient(ctx, c, newer, "s4", p, time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+		t.Fatalf("claim by a boot of the same millisecond, lower after it: %v; want ErrSuperseded", err)
+	}
+	mustClaim(t, e.A, c, strings.ToUpper(newest), "s5", p, time.Minute)
+	ownedBy(t, e.B, c, newest, "s5", p)
+}
+
+func refreshExtends(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, b := client(t), boots(1)[0]
+	p := pod(c)
+	mustClaim(t, e.A, c, b, "sessA", p, time.Minute)
+	ttlAtMost(t, e, c, time.Minute)
+	if err := e.B.RefreshClient(ctx, c, "sessA", time.Hour); err != nil {
+		t.Fatalf("refresh by the owner: %v", err)
+	}
+	if ttl, ok := e.TTL(t, c); !ok || ttl <= time.Minute || ttl > time.Hour {
+		t.Fatalf("ttl after a refresh for an hour: %s (%v)", ttl, ok)
+	}
+	ownedBy(t, e.A, c, b, "sessA", p)
+}
+
+func refreshByDisplacedSession(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	if err := e.A.RefreshClient(ctx, c, "sessA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("refresh of a client nobody owns: %v; want ErrNotOwner", err)
+	}
+	if _, ok, err := e.B.ClientOwner(ctx, c); ok || err != nil {
+		t.Fatalf("a failed refresh made an entry: %v, %v", ok, err)
+	}
+	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
+	mustClaim(t, e.B, c, bs[1], "sessB", pB, time.Minute)
+	b := ownedBy(t, e.A, c, bs[1], "sessB", pB)
+	if err := e.A.RefreshClient(ctx, c, "sessA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("refresh by the displaced session: %v; want ErrNotOwner", err)
+	}
+	if got := mustOwner(t, e.B, c); got != b {
+		t.Fatalf("after the displaced refresh: %+v; want %+v", got, b)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+}
+
+// staleRefreshAfterTakeover forces the race of a stale refresh: session A claims,
+// A's refresher finds A still the owner, session B (a newer boot) takes over, and
+// only then does A's refresh land. A check-then-extend refresh would extend B's
+// entry with A's TTL, or write A back; the registry refuses it.
+func staleRefreshAfterTakeover(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
+	// 1. A's refresher reads the entry: A owns it.
+	ownedBy(t, e.A, c, bs[0], "sessA", pA)
+	// 2. B takes over before A's refresh lands.
+	mustClaim(t, e.B, c, bs[1], "sessB", pB, 30*time.Second)
+	b := ownedBy(t, e.B, c, bs[1], "sessB", pB)
+	// 3. A's refresh lands, asking for an hour.
+	if err := e.A.RefreshClient(ctx, c, "sessA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("stale refresh after the takeover: %v; want ErrNotOwner", err)
+	}
+	if got := mustOwner(t, e.A, c); got != b {
+		t.Fatalf("owner after the stale refresh: %+v; want %+v", got, b)
+	}
+	// B's TTL, not A's hour.
+	ttlAtMost(t, e, c, 30*time.Second)
+}
+
+func expiry(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.B, c, bs[1], "sessB", pB, 100*time.Millisecond)
+	e.Pass(t, 200*time.Millisecond)
+	if got, ok, err := e.A.ClientOwner(ctx, c); ok || err != nil {
+		t.Fatalf("owner after the ttl: %+v, %v, %v; want none", got, ok, err)
+	}
+	if ttl, ok := e.TTL(t, c); ok {
+		t.Fatalf("entry still there with ttl %s", ttl)
+	}
+	if err := e.B.RefreshClient(ctx, c, "sessB", time.Minute); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("refresh after the ttl: %v; want ErrNotOwner", err)
+	}
+	if prev := mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute); prev != (replay.Owner{}) {
+		t.Fatalf("claim after expiry displaced %+v; want none", prev)
+	}
+	ownedBy(t, e.B, c, bs[0], "sessA", pA)
+}
+
+func releaseOnlyByOwner(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
+	mustClaim(t, e.B, c, bs[1], "sessB", pB, time.Minute)
+	b := ownedBy(t, e.A, c, bs[1], "sessB", pB)
+	// The displaced connection closes and releases: B keeps the client.
+	if err := e.A.ReleaseClient(ctx, c, "sessA"); err != nil {
+		t.Fatalf("release by a non-owner: %v", err)
+	}
+	if got := mustOwner(t, e.B, c); got != b {
+		t.Fatalf("after a release by a non-owner: %+v; want %+v", got, b)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+	if err := e.B.ReleaseClient(ctx, c, "sessB"); err != nil {
+		t.Fatalf("release by the owner: %v", err)
+	}
+	if got, ok, err := e.A.ClientOwner(ctx, c); ok || err != nil {
+		t.Fatalf("owner after its release: %+v, %v, %v; want none", got, ok, err)
+	}
+	if err := e.B.ReleaseClient(ctx, c, "sessB"); err != nil {
+		t.Fatalf("release of a released client: %v", err)
+	}
+	if prev := mustClaim(t, e.A, c, bs[0], "sessC", pA, time.Minute); prev != (replay.Owner{}) {
+		t.Fatalf("claim after release displaced %+v; want none", prev)
+	}
+}
+
+// concurrentClaims: boots claiming at once, from both handles, in any order; the
+// newest ends up the owner, and every claim either won or met a newer boot.
+func concurrentClaims(t *testing.T, e OwnersEnv) {
+	const n = 16
+	c, bs := client(t), boots(n)
+	p := pod(c)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		o := []replay.Owners{e.A, e.B}[i%2]
+		wg.Go(func() {
+			<-start
+			_, errs[i] = o.ClaimClient(context.Background(), c, bs[i], fmt.Sprintf("s%d", i), p, time.Minute)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, replay.ErrSuperseded) {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+	if errs[n-1] != nil {
+		t.Fatalf("the newest boot's claim: %v; want success", errs[n-1])
+	}
+	ownedBy(t, e.A, c, bs[n-1], fmt.Sprintf("s%d", n-1), p)
+}
+
+func ownersValidate(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, b := client(t), boots(1)[0]
+	p := pod(c)
+	badBoots := []struct{ name, boot string }{
+		{"Empty", ""},
+		{"Short", b[:35]},
+		{"Long", b + "0"},
+		{"Version4", b[:14] + "4" + b[15:]},
+		{"VariantC", b[:19] + "c" + b[20:]},
+		{"Variant0", b[:19] + "0" + b[20:]},
+		{"NotHex", b[:30] + "g" + b[31:]},
+		{"NoDash", b[:8] + "0" + b[9:]},
+		{"Braces", "{" + b[1:35] + "}"},
+	}
+	for _, tc := range badBoots {
+		t.Run("Boot"+tc.name, func(t *testing.T) {
+			if _, err := e.A.ClaimClient(ctx, c, tc.boot, "s", p, time.Minute); !errors.Is(err, replay.ErrBadBoot) {
+				t.Fatalf("claim with boot %q: %v; want ErrBadBoot", tc.boot, err)
+			}
+		})
+	}
+	long := strings.Repeat
+	claims := []struct {
+		name, client, session, pod string
+		ttl                        time.Duration
+	}{
+		{"EmptyClient", "", "s", p, time.Minute},
+		{"BraceClient", "a{b}", "s", p, time.Minute},
+		{"SpaceClient", "a b", "s", p, time.Minute},
+		{"LongClient", long("c", 129), "s", p, time.Minute},
+		{"EmptySession", c, "", p, time.Minute},
+		{"DotSession", c, "a.b", p, time.Minute},
+		{"LongSession", c, long("s", 65), p, time.Minute},
+		{"EmptyPod", c, "s", "", time.Minute},
+		{"ColonPod", c, "s", "a:b", time.Minute},
+		{"LongPod", c, "s", long("p", 65), time.Minute},
+		{"ZeroTTL", c, "s", p, 0},
+		{"SubMillisecondTTL", c, "s", p, time.Microsecond},
+		{"HugeTTL", c, "s", p, replay.MaxOwnerTTL + time.Millisecond},
+	}
+	for _, tc := range claims {
+		t.Run("Claim"+tc.name, func(t *testing.T) {
+			if _, err := e.A.ClaimClient(ctx, tc.client, b, tc.session, tc.pod, tc.ttl); !errors.Is(err, replay.ErrInvalid) {
+				t.Fatalf("claim: %v; want ErrInvalid", err)
+			}
+		})
+	}
+	if _, ok, err := e.B.ClientOwner(ctx, c); ok || err != nil {
+		t.Fatalf("a refused claim made an entry: %v, %v", ok, err)
+	}
+	mustClaim(t, e.A, c, b, long("s", 64), long("p", 64), replay.MaxOwnerTTL)
+	ownedBy(t, e.B, c, b, long("s", 64), long("p", 64))
+	longClient := c + long("x", replay.MaxClientLen-len(c))
+	mustClaim(t, e.A, longClient, b, "s", p, time.Minute)
+	ownedBy(t, e.B, longClient, b, "s", p)
+	if err := e.A.RefreshClient(ctx, "a{b}", "s", time.Minute); !errors.Is(err, replay.ErrInvalid) {
+		t.Errorf("refresh of a bad client: %v; want ErrInvalid", err)
+	}
+	if err := e.A.RefreshClient(ctx, c, long("s", 64), 0); !errors.Is(err, replay.ErrInvalid) {
+		t.Errorf("refresh for no time: %v; want ErrInvalid", err)
+	}
+	if err := e.A.ReleaseClient(ctx, c, "a b"); !errors.Is(err, replay.ErrInvalid) {
+		t.Errorf("release by a bad session: %v; want ErrInvalid", err)
+	}
+	if _, _, err := e.A.ClientOwner(ctx, "a}b"); !errors.Is(err, replay.ErrInvalid) {
+		t.Errorf("owner of a bad client: %v; want ErrInvalid", err)
+	}
+	for _, n := range []string{"", "a\nb", "a\rb", "nul\x00", "é", long("n", replay.MaxNoticeLen+1)} {
+		if err := e.A.NotifyPod(ctx, p, n); !errors.Is(err, replay.ErrInvalid) {
+			t.Errorf("notice %q: %v; want ErrInvalid", n, err)
+		}
+	}
+	if err := e.A.NotifyPod(ctx, "a{b}", "close"); !errors.Is(err, replay.ErrInvalid) {
+		t.Errorf("notice to a bad pod: %v; want ErrInvalid", err)
+	}
+	if err := e.A.PodNotices(ctx, "a{b}", func(string) {}); !errors.Is(err, replay.ErrInvalid) {
+		t.Errorf("notices of a bad pod: %v; want ErrInvalid", err)
+	}
+}
+
+// listen runs o.PodNotices for pod until the test ends, sending every notice to the
+// returned channel; stop ends it and returns what PodNotices returned.
+func listen(t *testing.T, o replay.Owners, pod string) (notices <-chan string, stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan string, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- o.PodNotices(ctx, pod, func(n string) {
+			select {
+			case ch <- n:
+			default: // a test that lets 1024 pile up has failed already
+			}
+		})
+	}()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			return errors.New("PodNotices did not return within 20s of its context's end")
+		}
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ch, stop
+}
+
+// awaitListening sends hello notices to pod until one arrives: nothing announces
+// that a listener is subscribed, and notices sent before are lost.
+func awaitListening(t *testing.T, o replay.Owners, pod string, ch <-chan string) {
+	t.Helper()
+	i := 0
+	Eventually(t, 20*time.Second, "pod "+pod+" listening", func() error {
+		i++
+		if err := o.NotifyPod(context.Background(), pod, fmt.Sprintf("hello %d", i)); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+			return nil
+		default:
+			return errors.New("no hello yet")
+		}
+	})
+}
+
+// awaitNotice reads ch until want arrives, skipping hellos; anything else fails t.
+func awaitNotice(t *testing.T, ch <-chan string, want string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case n := <-ch:
+			if n == want {
+				return
+			}
+			if !strings.HasPrefix(n, "hello ") {
+				t.Fatalf("notice %q arrived while waiting for %q", n, want)
+			}
+		case <-timeout:
+			t.Fatalf("notice %q not delivered within 20s", want)
+		}
+	}
+}
+
+func podNotices(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c := client(t)
+	pB, other := pod(c), pod(c)
+	ch, stop := listen(t, e.B, pB)
+	awaitListening(t, e.A, pB, ch)
+	if err := e.B.PodNotices(ctx, pB, func(string) {}); !errors.Is(err, replay.ErrInvalid) {
+		t.Fatalf("a second listener for one pod on one log: %v; want ErrInvalid", err)
+	}
+	// A notice to another pod is not delivered here: the marker after it is first.
+	if err := e.A.NotifyPod(ctx, other, "close "+c+" elsewhere"); err != nil {
+		t.Fatalf("notify another pod: %v", err)
+	}
+	want := "close " + c + " sessB"
+	if err := e.A.NotifyPod(ctx, pB, want); err != nil {
+		t.Fatalf("notify: %v", err)
+	}
+	awaitNotice(t, ch, want)
+	long := strings.Repeat("~", replay.MaxNoticeLen)
+	if err := e.A.NotifyPod(ctx, pB, long); err != nil {
+		t.Fatalf("notify the longest notice: %v", err)
+	}
+	awaitNotice(t, ch, long)
+	if err := stop(); err != nil {
+		t.Fatalf("PodNotices after its context ended: %v; want nil", err)
+	}
+	// With nobody listening a notice is dropped, not an error; a new listener for
+	// the pod may start.
+	if err := e.A.NotifyPod(ctx, pB, "close "+c+" late"); err != nil {
+		t.Fatalf("notify with nobody listening: %v", err)
+	}
+	ch2, _ := listen(t, e.B, pB)
+	awaitListening(t, e.A, pB, ch2)
+}
