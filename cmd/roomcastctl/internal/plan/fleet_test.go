@@ -130,8 +130,11 @@ func TestPlanMatchesFleet(t *testing.T) {
 		pods = append(pods, gatewaytest.Start(t, gatewaytest.Options{
 			Name: fmt.Sprintf("pod%d", i),
 			Bin:  bin,
+			// Occupancy records are written every --occupancy-interval: at the longest
+			// one, none falls into the measured windows, whose output bytes must be
+			// the doorbells alone.
 			Args: []string{"--redis", seeds, "--pod-id", fmt.Sprintf("plan-pod-%d", i),
-				"--heartbeat", "10m", "--drain-delay", "0s", "--drain-window", "1s"},
+				"--heartbeat", "10m", "--drain-delay", "0s", "--drain-window", "1s", "--occupancy-interval", "1m"},
 		}))
 	}
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs()[:1], DisableCache: true})
