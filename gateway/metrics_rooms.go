@@ -45,7 +45,7 @@ func (m *metrics) newCollectors(s *Server) []prometheus.Collector {
 		Help:    "Events waiting in one client's queue, sampled every second over up to 1024 open clients.",
 		Buckets: queueDepthBuckets})
 	m.fanoutLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomcast_fanout_lag_seconds",
-		Help:    "Time from a room's doorbell (or the ring that started a repair) until its event was queued to every local member, per event.",
+		Help:    "Time from a room's doorbell (or the ring that started a repair) until its event was queued to every local member: one event in 8 of each room, and every event a repair delivers.",
 		Buckets: fanoutLagBuckets})
 	m.publishToDeliver = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomcast_publish_to_deliver_seconds",
 		Help:    "Time from an event's publish (the envelope's ts, the publishing pod's or Redis's clock) until its frame was written to a live stream, per frame.",

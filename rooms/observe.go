@@ -15,7 +15,8 @@ type Observer struct {
 	QueueDepth func(events int)
 	// FanoutLag receives how long one event took from the doorbell's ring (or from
 	// the ring that started a repair, for the events a repair delivers) until it was
-	// offered to every member of its room.
+	// offered to every member of its room: for one ring in 8 of each room (the
+	// first, the ninth, ...) and for every event a repair delivers.
 	FanoutLag func(time.Duration)
 }
 

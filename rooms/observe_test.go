@@ -9,11 +9,11 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-// TestObserverSeesFanoutLagAndQueueDepth: every event fanned out is one fan-out lag
-// observation (per event, not per member), and the sampler reports what waits in
-// the members' queues.
+// TestObserverSeesFanoutLagAndQueueDepth: one event in 8 of a room fanned out is a
+// fan-out lag observation (per event, not per member), and the sampler reports what
+// waits in the members' queues.
 func TestObserverSeesFanoutLagAndQueueDepth(t *testing.T) {
-	l, _, g := setup(t, replay.MemoryConfig{}, Config{SampleInterval: 5 * time.Millisecond})
+	l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 16, SampleInterval: 5 * time.Millisecond})
 	var lags, deepest atomic.Int64
 	g.Observe(Observer{
 		FanoutLag: func(d time.Duration) {
@@ -33,9 +33,13 @@ func TestObserverSeesFanoutLagAndQueueDepth(t *testing.T) {
 	})
 	join(t, g, "o")
 	join(t, g, "o")
-	publish(t, l, "o", 3)
-	replaytest.Eventually(t, 10*time.Second, "three fan-out lags", func() bool { return lags.Load() == 3 })
-	replaytest.Eventually(t, 10*time.Second, "a queue depth of 3 sampled", func() bool { return deepest.Load() == 3 })
+	publish(t, l, "o", 9)
+	// The first and the ninth.
+	replaytest.Eventually(t, 10*time.Second, "two fan-out lags", func() bool { return lags.Load() == 2 })
+	replaytest.Eventually(t, 10*time.Second, "a queue depth of 9 sampled", func() bool { return deepest.Load() == 9 })
+	if n := lags.Load(); n != 2 {
+		t.Fatalf("%d fan-out lags for 9 events, want 2", n)
+	}
 }
 
 // TestGapsRepairedCountsFilledGaps: a repair that delivers missed events from the
