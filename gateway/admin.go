@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/roomcast/roomcast/rooms"
 )
 
+// statsBody is /admin/stats. Its counters read the same counters as the metrics
+// (roomcast_events_published_total, roomcast_client_drops_total, ...), never
+// counters of their own.
 type statsBody struct {
 	State             string            `json:"state"`
 	Accepting         bool              `json:"accepting"`
@@ -21,6 +22,9 @@ type statsBody struct {
 	Delivered         uint64            `json:"delivered"`
 	Repairs           uint64            `json:"repairs"`
 	Resyncs           uint64            `json:"resyncs"`
+	GapsRepaired      uint64            `json:"gaps_repaired"`
+	Forks             uint64            `json:"forks"`
+	ResyncsSent       uint64            `json:"resyncs_sent"`
 	ConnectsPerSecond float64           `json:"connects_per_second"`
 	ResumesPerSecond  float64           `json:"resumes_per_second"`
 	UptimeSeconds     float64           `json:"uptime_seconds"`
@@ -58,21 +62,21 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	st := s.rooms.Stats()
 	p := s.drain.Progress()
 	writeJSON(w, http.StatusOK, statsBody{
-		State:         p.State.String(),
-		Accepting:     s.drain.Accepting(),
-		Connections:   st.Members - s.muxMembers.Load() + s.muxStreams.Load(),
-		Rooms:         st.Rooms,
-		Subscriptions: st.Subscriptions,
-		Drops: map[string]uint64{
-			rooms.ReasonSlowConsumer.String(): st.SlowDrops,
-			rooms.ReasonWriteFailed.String():  s.closes[rooms.ReasonWriteFailed].Load(),
-		},
+		State:             p.State.String(),
+		Accepting:         s.drain.Accepting(),
+		Connections:       st.Members - s.muxMembers.Load() + s.muxStreams.Load(),
+		Rooms:             st.Rooms,
+		Subscriptions:     st.Subscriptions,
+		Drops:             s.drops(),
 		QueuedBytes:       st.QueuedBytes,
 		BudgetDrops:       st.BudgetDrops,
-		Published:         s.published.Load(),
-		Delivered:         s.delivered.Load(),
+		Published:         uint64(value(s.m.published)),
+		Delivered:         uint64(value(s.m.delivered)),
 		Repairs:           st.Repairs,
 		Resyncs:           st.Resyncs,
+		GapsRepaired:      st.GapsRepaired,
+		Forks:             st.Forks,
+		ResyncsSent:       uint64(value(s.m.resyncsSent)),
 		ConnectsPerSecond: s.connects.rate(now),
 		ResumesPerSecond:  s.resumes.rate(now),
 		UptimeSeconds:     now.Sub(s.started).Seconds(),

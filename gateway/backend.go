@@ -7,7 +7,7 @@ import (
 )
 
 // healthReporter is the optional capability of a log that knows whether its backend
-// is reachable. It feeds /admin/stats and roomcast_backend_up, never readiness: a
+// is reachable. It feeds /admin/stats and roomcast_redis_up, never readiness: a
 // shared backend that blips would turn every pod unready at once.
 type healthReporter interface {
 	Health() replay.Health
@@ -27,11 +27,4 @@ func (s *Server) backend() backendBody {
 		return backendBody{Kind: b.Kind, Up: b.Up, ChangedAt: b.ChangedAt}
 	}
 	return backendBody{Kind: "unknown", Up: true, ChangedAt: s.started}
-}
-
-func (s *Server) backendUp() float64 {
-	if s.backend().Up {
-		return 1
-	}
-	return 0
 }

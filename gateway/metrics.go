@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"sync"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/roomcast/roomcast/rooms"
@@ -20,6 +17,11 @@ type metrics struct {
 	publishSeconds prometheus.Histogram
 	authRefused    *prometheus.CounterVec
 	ticketsIssued  prometheus.Counter
+
+	opened, resumed  prometheus.Counter // streamsOpened's children
+	queueDepth       prometheus.Histogram
+	fanoutLag        prometheus.Histogram
+	publishToDeliver prometheus.Histogram
 }
 
 func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
@@ -69,6 +71,11 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 	}
 	m.streamsOpened.WithLabelValues("true")
 	m.streamsOpened.WithLabelValues("false")
+	m.resumed = m.streamsOpened.WithLabelValues("true")
+	m.opened = m.streamsOpened.WithLabelValues("false")
+	for _, code := range publishErrorCodes {
+		m.publishErrors.WithLabelValues(code)
+	}
 	stat := func(f func(rooms.Stats) float64) func() float64 {
 		return func() float64 { return f(s.rooms.Stats()) }
 	}
@@ -81,60 +88,20 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			stat(func(st rooms.Stats) float64 { return float64(st.Rooms) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_bus_subscriptions", Help: "Doorbell subscriptions held by this pod."},
 			stat(func(st rooms.Stats) float64 { return float64(st.Subscriptions) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "roomcast_slow_consumer_drops_total", Help: "Streams closed because their queue overflowed."},
-			stat(func(st rooms.Stats) float64 { return float64(st.SlowDrops) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "roomcast_queue_budget_drops_total", Help: "Streams closed because the bytes queued to all clients exceeded the pod's budget (also counted as slow consumer drops)."},
-			stat(func(st rooms.Stats) float64 { return float64(st.BudgetDrops) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_queued_bytes", Help: "Bytes waiting in all client queues at the last budget scan (0 with no budget)."},
 			stat(func(st rooms.Stats) float64 { return float64(st.QueuedBytes) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "roomcast_room_repairs_total", Help: "Room repairs from the log (gaps, epoch changes, doorbell resets)."},
-			stat(func(st rooms.Stats) float64 { return float64(st.Repairs) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "roomcast_room_resyncs_total", Help: "Room gaps the log could not fill."},
 			stat(func(st rooms.Stats) float64 { return float64(st.Resyncs) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_drain_state", Help: "Lifecycle state: 1 ready, 2 draining, 3 stopped."},
 			func() float64 { return float64(s.drain.State()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_backend_up", Help: "1 when the log's backend answered its last health check, else 0 (readiness does not follow it)."},
-			s.backendUp),
 	}
+	cs = append(cs, m.newCollectors(s)...)
 	cs = append(cs, logCollectors(s.log)...)
+	cs = append(cs, redisCollectors(s.log)...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
-}
-
-// rateMeter counts events per second over a sliding window of whole seconds.
-type rateMeter struct {
-	mu     sync.Mutex
-	counts [rateWindow + 1]int64
-	secs   [rateWindow + 1]int64
-}
-
-const rateWindow = 10 // seconds
-
-func (m *rateMeter) add(now time.Time) {
-	sec := now.Unix()
-	i := sec % int64(len(m.counts))
-	m.mu.Lock()
-	if m.secs[i] != sec {
-		m.secs[i], m.counts[i] = sec, 0
-	}
-	m.counts[i]++
-	m.mu.Unlock()
-}
-
-// rate is the mean per second over the last rateWindow complete seconds.
-func (m *rateMeter) rate(now time.Time) float64 {
-	sec := now.Unix()
-	var sum int64
-	m.mu.Lock()
-	for i := range m.counts {
-		if d := sec - m.secs[i]; d >= 1 && d <= rateWindow {
-			sum += m.counts[i]
-		}
-	}
-	m.mu.Unlock()
-	return float64(sum) / rateWindow
 }

@@ -242,11 +242,8 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 		ms.end(reasonFor(ctx, err))
 		return
 	}
-	now := time.Now()
-	s.connects.add(now)
+	s.countOpened(resumed)
 	if resumed {
-		s.resumes.add(now)
-		s.m.streamsOpened.WithLabelValues("true").Inc()
 		for i := range ms.rooms {
 			if anchored[i] {
 				continue
@@ -256,8 +253,6 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-	} else {
-		s.m.streamsOpened.WithLabelValues("false").Inc()
 	}
 	ms.end(ms.live(ctx))
 }
@@ -354,7 +349,8 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 		}
 		more = false
 		bp := bufPool.Get().(*[]byte)
-		buf, n := (*bp)[:0], 0
+		tp := tsPool.Get().(*[]int64)
+		buf, n, ts := (*bp)[:0], 0, (*tp)[:0]
 		reread = reread[:0]
 		k := 0
 		for ; k < len(ms.rooms) && len(buf) < batchBytes; k++ {
@@ -373,7 +369,10 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 					reread = append(reread, i)
 					break room
 				}
-				buf, n = ms.appendItem(buf, n, r, it)
+				before := n
+				if buf, n = ms.appendItem(buf, n, r, it); n != before {
+					ts = append(ts, it.TS())
+				}
 			}
 			r.m.ReleaseBytes(charged)
 			if taken == budget {
@@ -392,6 +391,10 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 		}
 		*bp = buf[:0]
 		putBuf(bp)
+		if err == nil {
+			s.observeDelivered(ts)
+		}
+		putTS(tp, ts)
 		if err != nil {
 			return rooms.ReasonWriteFailed
 		}
@@ -445,8 +448,14 @@ func (ms *muxStream) end(reason rooms.Reason) {
 			}
 		}
 	}
+	dropped := false
 	for i := range ms.rooms {
-		ms.rooms[i].m.Close(reason)
+		m := ms.rooms[i].m
+		dropped = m.Close(reason) || m.Reason() == rooms.ReasonClientGone || dropped
+	}
+	if reason == rooms.ReasonWriteFailed && dropped {
+		// Dropped by the failed write, not before it (see Server.end).
+		s.writeDrops.Add(1)
 	}
 	s.finish(sw, reason, ms.reauthFrame)
 }

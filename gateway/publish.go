@@ -207,7 +207,6 @@ func (s *Server) appendMany(ctx context.Context, rooms []string, msgs []replay.M
 func (s *Server) recordPublished(took time.Duration) {
 	s.m.publishSeconds.Observe(took.Seconds())
 	s.m.published.Inc()
-	s.published.Add(1)
 }
 
 // publishFailed maps a log error to its answer: never a hang, never a silent drop.

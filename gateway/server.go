@@ -35,11 +35,9 @@ type Server struct {
 	ticketsIssued atomic.Uint64
 	refusedCounts [len(refusedKinds)]atomic.Uint64
 	started       time.Time
-	published     atomic.Uint64
-	delivered     atomic.Uint64
-	closes        [rooms.NumReasons]atomic.Uint64 // streams ended, by rooms.Reason
-	connects      rateMeter
-	resumes       rateMeter
+	writeDrops    atomic.Uint64 // streams whose failed write closed them first
+	connects      counterRate   // of roomcast_streams_opened_total, both children
+	resumes       counterRate   // of its resumed="true" child
 
 	muxBatchHook func()       // runs before each live batch of a multiplexed stream; tests only
 	muxStreams   atomic.Int64 // open multiplexed streams
@@ -77,6 +75,8 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s.m = m
+	s.connects.read = func() float64 { return value(m.opened) + value(m.resumed) }
+	s.resumes.read = func() float64 { return value(m.resumed) }
 	if err := registerRecentMetrics(cfg.Registry, s); err != nil {
 		return nil, err
 	}

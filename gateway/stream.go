@@ -222,17 +222,12 @@ func (s *Server) openRoomStream(w http.ResponseWriter, r *http.Request) (opened 
 		s.end(sw, m, reasonFor(ctx, err))
 		return nil
 	}
-	now := time.Now()
-	s.connects.add(now)
+	s.countOpened(resumed)
 	if resumed {
-		s.resumes.add(now)
-		s.m.streamsOpened.WithLabelValues("true").Inc()
 		if o.sent, err = s.replay(ctx, sw, room, from); err != nil {
 			s.end(sw, m, reasonFor(ctx, err))
 			return nil
 		}
-	} else {
-		s.m.streamsOpened.WithLabelValues("false").Inc()
 	}
 	return o
 }
@@ -331,7 +326,8 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			// The batch buffer is borrowed only while there is something to write,
 			// so an idle stream holds none.
 			bp := bufPool.Get().(*[]byte)
-			buf, n, taken := (*bp)[:0], 0, 0
+			tp := tsPool.Get().(*[]int64)
+			buf, n, taken, ts := (*bp)[:0], 0, 0, (*tp)[:0]
 			reread := false
 			for {
 				if readable(it, sent) {
@@ -339,7 +335,10 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 					taken += m.Charge(it)
 					break
 				}
-				buf, n = s.appendItem(buf, n, it, room, &sent)
+				k := n
+				if buf, n = s.appendItem(buf, n, it, room, &sent); n != k {
+					ts = append(ts, it.TS())
+				}
 				taken += m.Charge(it)
 				if len(buf) >= batchBytes || n >= batchItems {
 					break
@@ -356,6 +355,10 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			}
 			*bp = buf[:0]
 			putBuf(bp)
+			if err == nil {
+				s.observeDelivered(ts)
+			}
+			putTS(tp, ts)
 			if err != nil {
 				return rooms.ReasonWriteFailed
 			}
@@ -423,18 +426,23 @@ func (s *Server) appendItem(buf []byte, n int, it *rooms.Item, room string, sent
 }
 
 func (s *Server) countDelivered(n int) {
-	s.delivered.Add(uint64(n))
 	s.m.delivered.Add(float64(n))
 }
 
 // end finishes a stream. A stream moved away by a drain or shed gets a final
 // jittered retry hint so that reconnects spread out.
 func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
-	if !m.Close(reason) && reason != rooms.ReasonWriteFailed {
+	closed := m.Close(reason)
+	if !closed && reason != rooms.ReasonWriteFailed {
 		// Closed before (slow consumer, shed, shutdown): that is why it ended. A
 		// failed write stays the reason even when the broken connection also
 		// cancelled the request.
 		reason = m.Reason()
+	}
+	if reason == rooms.ReasonWriteFailed && (closed || m.Reason() == rooms.ReasonClientGone) {
+		// Dropped by the failed write, not before it (the broken connection may
+		// have cancelled the request first).
+		s.writeDrops.Add(1)
 	}
 	s.finish(sw, reason, func(exp int64) []byte { return reauthFrame(exp, m.Room()) })
 }
@@ -445,9 +453,6 @@ func (s *Server) end(sw *streamWriter, m *rooms.Member, reason rooms.Reason) {
 // dropped connection for a client that could not keep up.
 func (s *Server) finish(sw *streamWriter, reason rooms.Reason, reauth func(exp int64) []byte) {
 	s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
-	if int(reason) < len(s.closes) {
-		s.closes[reason].Add(1)
-	}
 	switch reason {
 	case rooms.ReasonShed, rooms.ReasonShutdown:
 		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))

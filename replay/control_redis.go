@@ -60,7 +60,7 @@ func (l *RedisLog) PutTicket(ctx context.Context, id string, value []byte, ttl t
 	err := l.retry(cctx, false, func(ctx context.Context) error {
 		cmd := l.client.B().Set().Key(redisTicketKey(id)).Value(rueidis.BinaryString(value)).
 			Nx().PxMilliseconds(ttl.Milliseconds()).Build()
-		return l.client.Do(ctx, cmd).Error()
+		return l.do(ctx, OpTicket, l.client, cmd).Error()
 	})
 	switch {
 	case rueidis.IsRedisNil(err):
@@ -89,7 +89,7 @@ func (l *RedisLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
 	var value []byte
 	err := l.retry(cctx, false, func(ctx context.Context) error {
 		var err error
-		value, err = l.client.Do(ctx, l.client.B().Getdel().Key(redisTicketKey(id)).Build()).AsBytes()
+		value, err = l.do(ctx, OpTicket, l.client, l.client.B().Getdel().Key(redisTicketKey(id)).Build()).AsBytes()
 		return err
 	})
 	switch {
@@ -132,7 +132,7 @@ func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
 	defer cancel()
 	err := l.retry(cctx, true, func(ctx context.Context) error {
 		b := l.client.B()
-		res := l.client.DoMulti(ctx,
+		res := l.doMulti(ctx, OpRevoke, l.client,
 			b.Zadd().Key(redisRevokedKey).Gt().ScoreMember().ScoreMember(float64(r.Until.UnixMilli()), member).Build(),
 			b.Zremrangebyscore().Key(redisRevokedKey).Min("-inf").Max(strconv.FormatInt(now.UnixMilli(), 10)).Build(),
 			b.Zremrangebyrank().Key(redisRevokedKey).Start(0).Stop(-(maxRevocations + 1)).Build(),
@@ -250,6 +250,7 @@ func (l *RedisLog) revocationNotices() {
 			if l.life.Err() != nil {
 				return
 			}
+			l.observe(OpRevoke, time.Time{}, err)
 			if confirmed.Load() {
 				delay = subRetryMin
 			}
@@ -316,7 +317,7 @@ func (l *RedisLog) loadRevocations() ([]Revocation, error) {
 	defer cancel()
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	b := l.client.B()
-	res := l.client.DoMulti(ctx,
+	res := l.doMulti(ctx, OpRevoke, l.client,
 		b.Zremrangebyscore().Key(redisRevokedKey).Min("-inf").Max(now).Build(),
 		b.Zrange().Key(redisRevokedKey).Min("("+now).Max("+inf").Byscore().Limit(0, maxRevocations).Withscores().Build())
 	if err := res[0].Error(); err != nil {

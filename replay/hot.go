@@ -249,7 +249,7 @@ func (l *RedisLog) ringHot(ctx context.Context, evs ...Event) {
 	if len(cmds) == 0 {
 		return
 	}
-	for _, res := range l.client.DoMulti(ctx, cmds...) {
+	for _, res := range l.doMulti(ctx, OpPublish, l.client, cmds...) {
 		if err := res.Error(); err != nil {
 			n := l.hot.ringErrors.Add(1)
 			l.warnRarely(&l.hot.ringErrorLog, "hot room sub-channel ring failed; readers repair from the log",

@@ -94,6 +94,7 @@ type MemoryLog struct {
 
 	roomCount atomic.Int64
 	bytes     atomic.Int64
+	evictions atomic.Uint64 // events shed before their time to stay within MaxBytes
 	closed    atomic.Bool
 
 	stop chan struct{}
@@ -243,6 +244,7 @@ func (l *MemoryLog) appendLocked(r *memRoom, room string, m Message) (Event, err
 	}
 	for l.bytes.Load()+cost > l.cfg.MaxBytes && len(r.events) > r.off {
 		l.dropOldestLocked(r)
+		l.evictions.Add(1)
 	}
 	if l.bytes.Load()+cost > l.cfg.MaxBytes {
 		return Event{}, ErrFull
@@ -445,6 +447,10 @@ func (l *MemoryLog) Close(ctx context.Context) error {
 func (l *MemoryLog) Stats() (rooms int, bytes int64) {
 	return int(l.roomCount.Load()), l.bytes.Load()
 }
+
+// Evictions counts the events shed before their time, oldest of their room first,
+// because the log was at MaxBytes. (A room past MaxRooms is refused, never evicted.)
+func (l *MemoryLog) Evictions() uint64 { return l.evictions.Load() }
 
 func (l *MemoryLog) sweepLoop() {
 	defer close(l.done)

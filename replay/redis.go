@@ -185,6 +185,8 @@ type RedisLog struct {
 	badMessages  atomic.Uint64
 	badEntries   atomic.Uint64
 
+	calls atomic.Pointer[CallObserver] // see ObserveCalls
+
 	revs redisRevocations // revocation watching (control_redis.go)
 	hot  *redisHot        // hot rooms (hot.go); nil when none
 
@@ -434,7 +436,7 @@ func (l *RedisLog) append(ctx context.Context, room string, m Message) (Event, e
 		if l.cfg.WaitReplicas > 0 {
 			ev, err = l.publishAndWait(ctx, room, m)
 		} else {
-			ev, err = decodePublish(l.client.Do(ctx, l.publishCmd(l.client.B(), room, m)), room, m)
+			ev, err = decodePublish(l.do(ctx, OpPublish, l.client, l.publishCmd(l.client.B(), room, m)), room, m)
 		}
 		ran = ran || mayHaveRun(err)
 		return err
@@ -496,7 +498,9 @@ var errNotReplicated = errors.New("fewer replicas acknowledged than required")
 func (l *RedisLog) publishAndWait(ctx context.Context, room string, m Message) (Event, error) {
 	var ev Event
 	err := l.client.Dedicated(func(c rueidis.DedicatedClient) error {
+		start := time.Now()
 		res := c.DoMulti(ctx, l.publishCmd(c.B(), room, m), l.waitCmd(c.B()))
+		l.observe(OpPublish, start, firstErr(res))
 		var err error
 		if ev, err = decodePublish(res[0], room, m); err != nil {
 			return err
@@ -576,7 +580,7 @@ func (l *RedisLog) AppendBatch(ctx context.Context, rooms []string, msgs []Messa
 	if len(ps) == 0 {
 		return evs, errs
 	}
-	l.flush(cctx, ps)
+	l.flush(cctx, OpBatch, ps)
 	for j, p := range ps {
 		i := idx[j]
 		ev, err := p.ev, p.err
@@ -604,7 +608,7 @@ func (l *RedisLog) Ping(ctx context.Context) error {
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
-	if err := l.client.Do(cctx, l.client.B().Ping().Build()).Error(); err != nil {
+	if err := l.do(cctx, OpHealth, l.client, l.client.B().Ping().Build()).Error(); err != nil {
 		return fmt.Errorf("replay: ping: %w", l.mapErr(ctx, err))
 	}
 	return nil

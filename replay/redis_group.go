@@ -133,7 +133,7 @@ func (l *RedisLog) flushLoop() {
 		}
 		if len(taken) > 0 {
 			ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
-			l.flush(ctx, taken)
+			l.flush(ctx, OpPublish, taken)
 			cancel()
 			g.flushes.Add(1)
 			g.events.Add(uint64(len(taken)))
@@ -157,10 +157,10 @@ func (p *pendingAppend) finish(ev Event, err error, pending *atomic.Int64) {
 	pending.Add(-1)
 }
 
-// flush sends ps in one DoMulti and sets each one's ev and err (it does not close
-// done). Every FCALL is decoded on its own; with WaitReplicas set, each event's
-// result also depends on the WAIT that followed it on its connection.
-func (l *RedisLog) flush(ctx context.Context, ps []*pendingAppend) {
+// flush sends ps in one DoMulti, observed as op, and sets each one's ev and err (it
+// does not close done). Every FCALL is decoded on its own; with WaitReplicas set,
+// each event's result also depends on the WAIT that followed it on its connection.
+func (l *RedisLog) flush(ctx context.Context, op RedisOp, ps []*pendingAppend) {
 	b := l.client.B()
 	cmds := make([]rueidis.Completed, len(ps), len(ps)+1)
 	for i, p := range ps {
@@ -168,14 +168,14 @@ func (l *RedisLog) flush(ctx context.Context, ps []*pendingAppend) {
 	}
 	switch {
 	case l.cfg.WaitReplicas == 0:
-		l.decodeFlush(ps, l.client.DoMulti(ctx, cmds...), -1)
+		l.decodeFlush(ps, l.doMulti(ctx, op, l.client, cmds...), -1)
 	case l.client.Mode() != rueidis.ClientModeCluster:
 		// One node: the FCALLs, then one WAIT, on one connection (WAIT blocks, so the
 		// client sends the lot on a dedicated one).
 		cmds = append(cmds, l.waitCmd(b))
-		l.decodeFlush(ps, l.client.DoMulti(ctx, cmds...), len(ps))
+		l.decodeFlush(ps, l.doMulti(ctx, op, l.client, cmds...), len(ps))
 	default:
-		l.flushByNode(ctx, ps, cmds)
+		l.flushByNode(ctx, op, ps, cmds)
 	}
 }
 
@@ -201,7 +201,7 @@ func (l *RedisLog) decodeFlush(ps []*pendingAppend, res []rueidis.RedisResult, w
 // another, so each node's FCALLs and their one WAIT go to that node's own client,
 // which follows nothing. An FCALL that meets a redirect fails as not run (its caller
 // retries it alone) and the slot owners are read again.
-func (l *RedisLog) flushByNode(ctx context.Context, ps []*pendingAppend, cmds []rueidis.Completed) {
+func (l *RedisLog) flushByNode(ctx context.Context, op RedisOp, ps []*pendingAppend, cmds []rueidis.Completed) {
 	owners, err := l.slotOwners(ctx)
 	if err != nil {
 		for _, p := range ps {
@@ -233,7 +233,7 @@ func (l *RedisLog) flushByNode(ctx context.Context, ps []*pendingAppend, cmds []
 				nc, group = append(nc, cmds[i]), append(group, ps[i])
 			}
 			nc = append(nc, l.waitCmd(node.B()))
-			res := node.DoMulti(ctx, nc...)
+			res := l.doMulti(ctx, op, node, nc...)
 			l.decodeFlush(group, res, len(group))
 			for _, r := range res[:len(group)] {
 				if err := r.Error(); err != nil && classify(err) == failNotRun {

@@ -98,7 +98,7 @@ func (l *RedisLog) probe() error {
 	)
 	for _, c := range l.client.Nodes() {
 		wg.Go(func() {
-			if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
+			if err := l.do(ctx, OpHealth, c, c.B().Ping().Build()).Error(); err != nil {
 				errOnce.Do(func() { first = err })
 				return
 			}

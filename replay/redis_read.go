@@ -47,7 +47,7 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 		var res sinceResult
 		err := l.retry(rctx, true, func(ctx context.Context) error {
 			var err error
-			res, err = decodeSince(l.client.Do(ctx, l.sinceCmd(room, after, limit)), room)
+			res, err = decodeSince(l.do(ctx, OpSince, l.client, l.sinceCmd(room, after, limit)), room)
 			return err
 		})
 		if err == nil && res.bad {
@@ -174,7 +174,7 @@ func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
 		var head Position
 		err := l.retry(rctx, true, func(ctx context.Context) error {
 			var err error
-			head, err = decodeHead(l.client.Do(ctx, l.client.B().Hmget().Key(redisSeqKey(room)).Field("epoch", "seq").Build()))
+			head, err = decodeHead(l.do(ctx, OpSince, l.client, l.client.B().Hmget().Key(redisSeqKey(room)).Field("epoch", "seq").Build()))
 			return err
 		})
 		l.countBadHead(room, err)

@@ -51,6 +51,7 @@ func (l *RedisLog) Subscribe(ctx context.Context, room string, ring func(Event))
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("replay: subscribe %q: %w", room, err)
 	}
+	start := time.Now()
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	var s *redisSub
@@ -89,6 +90,7 @@ func (l *RedisLog) Subscribe(ctx context.Context, room string, ring func(Event))
 	}
 	select {
 	case <-s.confirmed:
+		l.observe(OpSubscribe, start, nil)
 		return nil
 	case <-s.done:
 		return ErrClosed
@@ -96,6 +98,7 @@ func (l *RedisLog) Subscribe(ctx context.Context, room string, ring func(Event))
 		if created {
 			l.stopSub(s)
 		}
+		l.observe(OpSubscribe, start, cctx.Err())
 		return fmt.Errorf("replay: subscribe %q: %w", room, l.mapErr(ctx, cctx.Err()))
 	}
 }
@@ -131,7 +134,7 @@ func (l *RedisLog) Unsubscribe(ctx context.Context, room string) error {
 	// while Receive still reads it: Redis's answer ends Receive, and no message can
 	// pile up behind it. Canceling Receive afterwards covers a subscription held on
 	// another node (a topology change); onReceiveReturn unsubscribes it there.
-	if err := l.client.Do(cctx, l.client.B().Sunsubscribe().Channel(s.channel).Build()).Error(); err != nil {
+	if err := l.do(cctx, OpSubscribe, l.client, l.client.B().Sunsubscribe().Channel(s.channel).Build()).Error(); err != nil {
 		l.cfg.Logger.Debug("room sunsubscribe failed", "room", room, "err", err)
 	}
 	s.cancel()
@@ -193,6 +196,7 @@ func (l *RedisLog) receiveLoop(s *redisSub) {
 		if s.quit.Load() || s.ctx.Err() != nil {
 			return
 		}
+		l.observe(OpSubscribe, time.Time{}, err)
 		if s.confirmations() != before {
 			delay, failures = subRetryMin, 0
 		}

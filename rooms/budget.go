@@ -42,7 +42,6 @@ func (g *Registry) enforceBudget() int {
 				break
 			}
 			if q.m.Close(ReasonSlowConsumer) {
-				g.slowDrops.Add(1)
 				g.budgetDrops.Add(1)
 				closed++
 			}

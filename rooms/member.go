@@ -30,6 +30,10 @@ type Item struct {
 	ts int64 // the event's publish time
 }
 
+// TS is the event's publish time in Unix milliseconds (the envelope's ts), or 0 for
+// a resync notice.
+func (it *Item) TS() int64 { return it.ts }
+
 // Member is one stream's place in a room.
 type Member struct {
 	room     *room

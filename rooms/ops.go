@@ -13,10 +13,12 @@ type Stats struct {
 	Subscriptions int64  // bus subscriptions held
 	SlowDrops     uint64 // members closed because their queue overflowed or the pod's budget did
 	BudgetDrops   uint64 // of those, members closed by the pod's budget (MaxQueuedBytes)
+	QueueDrops    uint64 // of those, members closed because their own queue overflowed
 	QueuedBytes   int64  // bytes waiting in all queues at the last budget scan (0 with no budget)
-	Repairs       uint64 // repairs started (gaps, epoch changes, bus resets)
+	Repairs       uint64 // repairs started by a doorbell that could not be delivered as it came (a gap, a new epoch, a zero ring)
+	GapsRepaired  uint64 // of those, repairs that filled a gap from the log (delivered events from it, without a resync)
 	Resyncs       uint64 // gaps the log could not fill
-	Forks         uint64 // repairs that found another event at the last delivered seq
+	Forks         uint64 // repairs that found the history changed under members: a new epoch, or another event at the last delivered seq
 	RecentHits    uint64 // resume reads served from the rooms' latest events
 	RecentMisses  uint64 // resume reads that went to the log, shared reads counted per reader
 	HistoryReads  uint64 // log reads made for resumes: window fills and shared reads, each once
@@ -25,14 +27,15 @@ type Stats struct {
 
 // Stats returns the registry's counters.
 func (g *Registry) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Members:       g.members.Load(),
 		Rooms:         g.rooms.Load(),
 		Subscriptions: g.subscriptions.Load(),
-		SlowDrops:     g.slowDrops.Load(),
 		BudgetDrops:   g.budgetDrops.Load(),
+		QueueDrops:    g.slowDrops.Load(),
 		QueuedBytes:   g.queuedBytes.Load(),
 		Repairs:       g.repairs.Load(),
+		GapsRepaired:  g.gapsRepaired.Load(),
 		Resyncs:       g.resyncs.Load(),
 		Forks:         g.forks.Load(),
 		RecentHits:    g.recentHits.Load(),
@@ -40,6 +43,8 @@ func (g *Registry) Stats() Stats {
 		HistoryReads:  g.historyReads.Load(),
 		RecentBytes:   g.recentBytes.Load(),
 	}
+	st.SlowDrops = st.QueueDrops + st.BudgetDrops
+	return st
 }
 
 // Len reports the open members: streams not yet closed.

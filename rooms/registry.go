@@ -42,6 +42,11 @@ type Config struct {
 	MaxQueuedBytes int64
 	// BudgetInterval is how often that scan runs (default 200ms).
 	BudgetInterval time.Duration
+	// SampleInterval is how often the members' queue depths are sampled for the
+	// observer's QueueDepth (default 1s), and SampleMembers how many members one
+	// sample takes at most (default 1024).
+	SampleInterval time.Duration
+	SampleMembers  int
 	// Linger is how long an empty room keeps its bus subscription (default 2s; a
 	// negative value unsubscribes at once).
 	Linger time.Duration
@@ -75,6 +80,9 @@ var ErrClosed = errors.New("rooms: registry closed")
 
 const regShards = 64
 
+// lagSample: one ring in lagSample of each room is timed for Observer.FanoutLag.
+const lagSample = 8
+
 // Registry is the pod-local room registry. See the package documentation.
 type Registry struct {
 	bus  Bus
@@ -88,13 +96,16 @@ type Registry struct {
 	open          atomic.Int64 // members not closed yet
 	rooms         atomic.Int64
 	subscriptions atomic.Int64
-	slowDrops     atomic.Uint64
+	slowDrops     atomic.Uint64 // members closed because their own queue overflowed
 	budgetDrops   atomic.Uint64
-	queuedBytes   atomic.Int64 // at the last budget scan
-	repairs       atomic.Uint64
+	queuedBytes   atomic.Int64  // at the last budget scan
+	repairs       atomic.Uint64 // repairs started by a doorbell (a gap, a new epoch, a zero ring)
+	gapsRepaired  atomic.Uint64 // repairs that filled a gap from the log
 	resyncs       atomic.Uint64
 	forks         atomic.Uint64
 	closed        atomic.Bool
+
+	obs atomic.Pointer[Observer] // see Observe
 
 	recentOn     bool         // rooms keep their latest events
 	recentBytes  atomic.Int64 // kept by all rooms
@@ -128,6 +139,8 @@ type room struct {
 	pos       replay.Position // last position delivered to members
 	posTS     int64           // publish time of the event at pos; 0 when unknown
 	syncing   bool            // a repair (or the initial baseline) is running
+	repairAt  time.Time       // when the ring that started the running repair came
+	rings     atomic.Uint32   // rings heard, for sampling the fan-out lag
 	dirty     bool            // a ring arrived while syncing
 	smallAvg  int64           // running mean size of the small frames fanned out (see Member.queuedLocked)
 	recent    recent          // the latest events delivered, for resumes (recent.go)
@@ -149,6 +162,12 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	}
 	if cfg.BudgetInterval == 0 {
 		cfg.BudgetInterval = 200 * time.Millisecond
+	}
+	if cfg.SampleInterval == 0 {
+		cfg.SampleInterval = time.Second
+	}
+	if cfg.SampleMembers == 0 {
+		cfg.SampleMembers = 1024
 	}
 	if cfg.IOTimeout == 0 {
 		cfg.IOTimeout = 5 * time.Second
@@ -176,6 +195,9 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	case cfg.MaxQueuedBytes < 0 || cfg.BudgetInterval < 0:
 		return nil, fmt.Errorf("rooms: max queued bytes %d and budget interval %s must not be negative",
 			cfg.MaxQueuedBytes, cfg.BudgetInterval)
+	case cfg.SampleInterval < 0 || cfg.SampleMembers < 1:
+		return nil, fmt.Errorf("rooms: sample interval %s must not be negative and sample members %d must be positive",
+			cfg.SampleInterval, cfg.SampleMembers)
 	case cfg.Recent < 1 || cfg.RecentBytes < 1:
 		return nil, fmt.Errorf("rooms: recent %d and recent bytes %d must be positive", cfg.Recent, cfg.RecentBytes)
 	}
@@ -189,6 +211,8 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 		g.wg.Add(1)
 		go g.budgetLoop()
 	}
+	g.wg.Add(1)
+	go g.sampleLoop()
 	return g, nil
 }
 
@@ -313,7 +337,7 @@ func (g *Registry) openRoom(r *room) {
 	r.pos = head
 	r.recent.restartLocked(g, head)
 	if r.dirty {
-		g.startRepairLocked(r)
+		g.startRepairLocked(r, time.Now())
 	} else {
 		r.syncing = false
 	}
@@ -421,6 +445,13 @@ func (g *Registry) unsubscribe(name string) {
 // under the room lock with non-blocking sends; anything out of order starts a repair.
 func (r *room) ringer(g *Registry) func(replay.Event) {
 	return func(ev replay.Event) {
+		// One ring in lagSample takes the time: reading the clock twice per event
+		// costs as much as fanning it out to a member.
+		lag := g.observer().FanoutLag
+		var rang time.Time
+		if lag != nil && (r.rings.Add(1)-1)%lagSample == 0 {
+			rang = time.Now()
+		}
 		var it *Item
 		if ev.Seq != 0 {
 			it = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev), ts: ev.TS}
@@ -432,7 +463,7 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 		case r.syncing:
 			r.dirty = true
 		case it == nil:
-			g.startRepairLocked(r)
+			g.startRepairLocked(r, time.Now())
 		case ev.Epoch == r.pos.Epoch && ev.Seq <= r.pos.Seq:
 			// Already delivered (a repair read it first).
 		case ev.Epoch == r.pos.Epoch && ev.Seq == r.pos.Seq+1,
@@ -440,15 +471,20 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 			r.pos, r.posTS = it.Pos, it.ts
 			g.fanoutLocked(r, it)
 			g.keepLocked(r, ev, it.Frame)
+			if !rang.IsZero() {
+				lag(time.Since(rang))
+			}
 		default:
-			g.startRepairLocked(r)
+			g.startRepairLocked(r, time.Now())
 		}
 	}
 }
 
-func (g *Registry) startRepairLocked(r *room) {
+// startRepairLocked starts a repair for a ring that came at rang.
+func (g *Registry) startRepairLocked(r *room, rang time.Time) {
 	r.syncing = true
 	r.dirty = false
+	r.repairAt = rang
 	g.repairs.Add(1)
 	g.wg.Add(1)
 	go g.repair(r)
@@ -459,6 +495,7 @@ func (g *Registry) startRepairLocked(r *room) {
 func (g *Registry) repair(r *room) {
 	defer g.wg.Done()
 	backoff := 50 * time.Millisecond
+	filled := false // a pass delivered missed events from the log: one gap repaired
 	for {
 		r.mu.Lock()
 		if r.gone {
@@ -484,8 +521,11 @@ func (g *Registry) repair(r *room) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		if rd.Fork {
+		if rd.Fork || (rd.Resync && from.Epoch != "" && rd.From.Epoch != from.Epoch) {
+			// The history members were given changed under them.
 			g.forks.Add(1)
+		}
+		if rd.Fork {
 			g.cfg.Logger.Warn("room history forked: the log lost or replaced events members saw; resyncing",
 				"room", r.name, "seq", from.Seq)
 		}
@@ -495,6 +535,7 @@ func (g *Registry) repair(r *room) {
 		}
 
 		r.mu.Lock()
+		delivered := 0
 		if r.pos == from {
 			if rd.Resync { // the log cannot fill the hole
 				r.pos, r.posTS = rd.From, 0
@@ -502,19 +543,34 @@ func (g *Registry) repair(r *room) {
 				g.fanoutLocked(r, &Item{Pos: rd.From, Frame: g.cfg.ResyncFrame(r.name, rd.From), Resync: true, Fork: rd.Fork, After: from})
 				r.recent.restartLocked(g, rd.From)
 			}
+			if !filled && !rd.Resync && len(items) > 0 {
+				// Counted before members see the events.
+				filled = true
+				g.gapsRepaired.Add(1)
+			}
 			for i, it := range items {
 				r.pos, r.posTS = it.Pos, it.ts
 				g.fanoutLocked(r, it)
 				g.keepLocked(r, rd.Events[i], it.Frame)
 			}
+			delivered = len(items)
 		}
+		rang := r.repairAt
 		caughtUp := len(rd.Events) < g.cfg.RepairBatch
-		if caughtUp && !r.dirty {
+		done := caughtUp && !r.dirty
+		if done {
 			r.syncing = false
-			r.mu.Unlock()
-			return
 		}
 		r.mu.Unlock()
+		if lag := g.observer().FanoutLag; lag != nil && delivered > 0 && !rang.IsZero() {
+			d := time.Since(rang)
+			for range delivered {
+				lag(d)
+			}
+		}
+		if done {
+			return
+		}
 	}
 }
 

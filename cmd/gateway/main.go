@@ -115,7 +115,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	}
 	p.auth = access
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(gateway.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(log, reg, dr, gateway.Config{
 		RetryMin:     cfg.RetryMin,
 		RetryMax:     cfg.RetryMax,

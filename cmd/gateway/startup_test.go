@@ -122,7 +122,7 @@ func TestStartupLogPrintsValuesInEffect(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, name := range []string{"roomcast_queued_bytes ", "roomcast_queue_budget_drops_total ", "roomcast_log_rooms ", "roomcast_log_bytes "} {
+	for _, name := range []string{"roomcast_queued_bytes ", `roomcast_client_drops_total{reason="queue_budget"} `, "roomcast_log_rooms ", "roomcast_log_bytes ", "roomcast_log_evictions_total ", "go_sched_latencies_seconds_bucket"} {
 		if !bytes.Contains(metrics, []byte("\n"+name)) {
 			t.Errorf("/metrics lacks %s", name)
 		}

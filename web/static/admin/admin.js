@@ -20,6 +20,7 @@ const TOKEN_KEY = 'roomcast.adminToken';
 const $ = (id) => document.getElementById(id);
 const ui = {
   state: $('pod-state'),
+  backend: $('backend'),
   uptime: $('uptime'),
   updated: $('updated'),
   auto: $('auto'),
@@ -108,6 +109,17 @@ function render(s) {
   ui.state.dataset.state = s.state;
   ui.state.dataset.tone = view.tone;
   ui.state.textContent = view.text;
+
+  // The log's backend (memory or redis) and whether it answers: Redis health
+  // from this pod's side.
+  const backend = s.backend ?? {};
+  ui.backend.dataset.kind = backend.kind ?? 'unknown';
+  ui.backend.dataset.up = String(Boolean(backend.up));
+  ui.backend.dataset.tone = backend.up ? 'ok' : 'bad';
+  ui.backend.textContent = `${backend.kind ?? 'log'} ${backend.up ? 'up' : 'down'}`;
+  if (backend.changed_at) {
+    ui.backend.title = `${backend.up ? 'Answering' : 'Not answering'} since ${new Date(backend.changed_at).toLocaleString()}`;
+  }
 
   const drops = Object.entries(s.drops ?? {}).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
   const values = { ...s, drops_total: drops.reduce((sum, [, n]) => sum + n, 0) };
