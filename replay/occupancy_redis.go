@@ -54,7 +54,7 @@ func (l *RedisLog) SetOccupancy(ctx context.Context, pod string, ttl time.Durati
 		}
 		var errs []error
 		var failed []RoomCount
-		for i, res := range l.client.DoMulti(ctx, cmds...) {
+		for i, res := range l.doMulti(ctx, OpOccupancy, l.client, cmds...) {
 			if err := res.Error(); err != nil {
 				errs = append(errs, err)
 				failed = append(failed, pending[i])
@@ -103,7 +103,7 @@ func (l *RedisLog) Occupancy(ctx context.Context, room string) ([]PodCount, erro
 	var pods []PodCount
 	err := l.retry(cctx, true, func(ctx context.Context) error {
 		cmd := l.client.B().FcallRo().Function(redisFnOccupancyRead).Numkeys(1).Key(redisPodsKey(room)).Build()
-		arr, err := l.client.Do(ctx, cmd).ToArray()
+		arr, err := l.do(ctx, OpOccupancy, l.client, cmd).ToArray()
 		if err != nil {
 			return err
 		}

@@ -70,7 +70,7 @@ func (l *RedisLog) ClaimClient(ctx context.Context, client, boot, session, pod s
 		cmd := l.client.B().Fcall().Function(redisFnClaim).Numkeys(1).Key(redisClientKey(client)).
 			Arg(boot, session, pod, strconv.FormatInt(ttl.Milliseconds(), 10)).Build()
 		var err error
-		arr, err = l.client.Do(ctx, cmd).ToArray()
+		arr, err = l.do(ctx, OpOwner, l.client, cmd).ToArray()
 		return err
 	})
 	if err != nil {
@@ -156,7 +156,7 @@ func (l *RedisLog) ownerCall(ctx context.Context, fn, client string, args ...str
 	err := l.retry(cctx, true, func(ctx context.Context) error {
 		cmd := l.client.B().Fcall().Function(fn).Numkeys(1).Key(redisClientKey(client)).Arg(args...).Build()
 		var err error
-		n, err = l.client.Do(ctx, cmd).AsInt64()
+		n, err = l.do(ctx, OpOwner, l.client, cmd).AsInt64()
 		return err
 	})
 	if err != nil {
@@ -186,7 +186,7 @@ func (l *RedisLog) ClientOwner(ctx context.Context, client string) (Owner, bool,
 	err := l.retry(cctx, true, func(ctx context.Context) error {
 		cmd := l.client.B().Hmget().Key(redisClientKey(client)).Field("boot", "session", "pod", "since").Build()
 		var err error
-		arr, err = l.client.Do(ctx, cmd).ToArray()
+		arr, err = l.do(ctx, OpOwner, l.client, cmd).ToArray()
 		return err
 	})
 	if err != nil {
@@ -230,7 +230,7 @@ func (l *RedisLog) NotifyPod(ctx context.Context, pod, notice string) error {
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	err := l.retry(cctx, false, func(ctx context.Context) error {
-		return l.client.Do(ctx, l.client.B().Spublish().Channel(redisPodChannel(pod)).Message(notice).Build()).Error()
+		return l.do(ctx, OpOwner, l.client, l.client.B().Spublish().Channel(redisPodChannel(pod)).Message(notice).Build()).Error()
 	})
 	if err != nil {
 		return fmt.Errorf("replay: notify pod %q: %w", pod, l.mapErr(ctx, err))

@@ -28,13 +28,16 @@ const (
 	OpRevoke
 	// OpOccupancy: the fleet-wide room occupancy records.
 	OpOccupancy
+	// OpOwner: client ownership claims, refreshes, releases and reads, and pod
+	// notices sent.
+	OpOwner
 
 	// NumRedisOps bounds the values above, for arrays indexed by RedisOp.
 	NumRedisOps
 )
 
 // RedisOps lists every op, for metric registration.
-var RedisOps = []RedisOp{OpPublish, OpBatch, OpSince, OpSubscribe, OpHealth, OpTicket, OpRevoke, OpOccupancy}
+var RedisOps = []RedisOp{OpPublish, OpBatch, OpSince, OpSubscribe, OpHealth, OpTicket, OpRevoke, OpOccupancy, OpOwner}
 
 func (o RedisOp) String() string {
 	switch o {
@@ -54,6 +57,8 @@ func (o RedisOp) String() string {
 		return "revoke"
 	case OpOccupancy:
 		return "occupancy"
+	case OpOwner:
+		return "owner"
 	}
 	return "unknown"
 }

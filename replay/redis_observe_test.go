@@ -72,12 +72,25 @@ func TestRedisObserveCalls(t *testing.T) {
 	if err := l.Revoke(ctx, replay.Revocation{Kind: "sub", Value: room, At: now, Until: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Occupancy(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	boot := replay.NewBoot(now)
+	if _, err := l.ClaimClient(ctx, "c"+room, boot, "s1", "pod-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.ClientOwner(ctx, "c"+room); err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Unsubscribe(ctx, room); err != nil {
 		t.Fatal(err)
 	}
 	replaytest.Eventually(t, 10*time.Second, "a health check", func() bool { n, _ := c.counts(replay.OpHealth); return n > 0 })
 	for op, want := range map[replay.RedisOp]int{replay.OpSubscribe: 2, replay.OpPublish: 1, replay.OpBatch: 1,
-		replay.OpSince: 1, replay.OpTicket: 3, replay.OpRevoke: 1} {
+		replay.OpSince: 1, replay.OpTicket: 3, replay.OpRevoke: 1, replay.OpOccupancy: 2, replay.OpOwner: 2} {
 		// An unknown ticket is a nil reply, not an error.
 		if n, errs := c.counts(op); n < want || errs != 0 {
 			t.Errorf("%s: %d calls, %d errors; want at least %d and none", op, n, errs, want)
