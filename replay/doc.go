@@ -53,8 +53,8 @@
 // Both implement Owners (owners.go): one live connection per client id across the
 // fleet. An entry maps a client id ([A-Za-z0-9._~:-]{1,128}) to its owner: the
 // client's boot (a UUIDv7 the client makes once per process start), the gateway's
-// session (one WebSocket connection, [A-Za-z0-9_-]{1,64}) and pod
-// ([A-Za-z0-9._-]{1,64}), and when it was claimed; it lives for a TTL (1ms to 24h)
+// session (one WebSocket connection, [A-Za-z0-9_-]{1,64}) and pod (ValidPodID,
+// as --pod-id), and when it was claimed; it lives for a TTL (1ms to 24h)
 // that the owner refreshes while connected.
 //
 //   - A claim wins when nobody owns the client (or the entry expired) or the

@@ -66,7 +66,6 @@ type Owners interface {
 const (
 	MaxClientLen  = 128 // bytes of [A-Za-z0-9._~:-]
 	MaxSessionLen = 64  // bytes of [A-Za-z0-9_-]
-	MaxPodLen     = 64  // bytes of [A-Za-z0-9._-]
 	MaxNoticeLen  = 512 // bytes of printable ASCII
 	// MaxOwnerTTL bounds the TTL of a claim or refresh (at least 1ms).
 	MaxOwnerTTL = 24 * time.Hour
@@ -83,11 +82,6 @@ func ValidClient(id string) bool {
 // ValidSession reports whether id matches [A-Za-z0-9_-]{1,64}.
 func ValidSession(id string) bool {
 	return validChars(id, MaxSessionLen, "_-")
-}
-
-// ValidPod reports whether id matches [A-Za-z0-9._-]{1,64}.
-func ValidPod(id string) bool {
-	return validChars(id, MaxPodLen, "._-")
 }
 
 // validNotice reports whether n is 1 to MaxNoticeLen bytes of printable ASCII
@@ -204,7 +198,7 @@ func NewBoot(at time.Time) string {
 // ownerArgs checks the arguments every backend's ClaimClient takes and returns the
 // canonical boot.
 func ownerArgs(client, boot, session, pod string, ttl time.Duration) (string, error) {
-	if !ValidClient(client) || !ValidSession(session) || !ValidPod(pod) || !validOwnerTTL(ttl) {
+	if !ValidClient(client) || !ValidSession(session) || !ValidPodID(pod) || !validOwnerTTL(ttl) {
 		return "", ErrInvalid
 	}
 	return ParseBoot(boot)
@@ -223,7 +217,7 @@ func decodeOwner(client, boot, session, pod, since string) (Owner, bool) {
 	canon, err := ParseBoot(boot)
 	ms, ok := parseTS(since)
 	if err != nil || canon != boot || !ok || ms > maxSinceMS || !ValidClient(client) ||
-		!ValidSession(session) || !ValidPod(pod) {
+		!ValidSession(session) || !ValidPodID(pod) {
 		return Owner{}, false
 	}
 	return Owner{Client: client, Boot: boot, Session: session, Pod: pod, Since: time.UnixMilli(ms)}, true

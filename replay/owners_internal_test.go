@@ -64,7 +64,7 @@ func FuzzDecodeOwner(f *testing.F) {
 		if canon, err := ParseBoot(boot); err != nil || canon != boot {
 			t.Fatalf("accepted boot %q: %q, %v", boot, canon, err)
 		}
-		if !ValidClient(client) || !ValidSession(session) || !ValidPod(pod) || o.Since.UnixMilli() <= 0 ||
+		if !ValidClient(client) || !ValidSession(session) || !ValidPodID(pod) || o.Since.UnixMilli() <= 0 ||
 			o.Since.After(time.UnixMilli(maxSinceMS)) {
 			t.Fatalf("accepted %+v", o)
 		}

@@ -149,7 +149,7 @@ func (l *MemoryLog) NotifyPod(ctx context.Context, pod, notice string) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if !ValidPod(pod) || !validNotice(notice) {
+	if !ValidPodID(pod) || !validNotice(notice) {
 		return fmt.Errorf("replay: notify pod %q: %w", pod, ErrInvalid)
 	}
 	o := &l.owners
@@ -172,7 +172,7 @@ func (l *MemoryLog) PodNotices(ctx context.Context, pod string, fn func(notice s
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if !ValidPod(pod) {
+	if !ValidPodID(pod) {
 		return fmt.Errorf("replay: pod notices %q: %w", pod, ErrInvalid)
 	}
 	w := &memListener{fn: fn}

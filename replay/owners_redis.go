@@ -27,7 +27,7 @@ const (
 	redisFnRelease = "roomcast_v1_release"
 )
 
-// Key and channel names; client and pod must have passed ValidClient and ValidPod.
+// Key and channel names; client and pod must have passed ValidClient and ValidPodID.
 func redisClientKey(client string) string { return "room:client:{" + client + "}" }
 func redisPodChannel(pod string) string   { return "room:pod:{" + pod + "}" }
 
@@ -221,7 +221,7 @@ func (l *RedisLog) NotifyPod(ctx context.Context, pod, notice string) error {
 	if l.isClosed.Load() {
 		return ErrClosed
 	}
-	if !ValidPod(pod) || !validNotice(notice) {
+	if !ValidPodID(pod) || !validNotice(notice) {
 		return fmt.Errorf("replay: notify pod %q: %w", pod, ErrInvalid)
 	}
 	if err := l.usable(); err != nil {
@@ -243,7 +243,7 @@ func (l *RedisLog) NotifyPod(ctx context.Context, pod, notice string) error {
 // notices sent meanwhile are lost) and ended with SUNSUBSCRIBE. fn runs on the
 // caller's goroutine. Close waits for it to return.
 func (l *RedisLog) PodNotices(ctx context.Context, pod string, fn func(notice string)) error {
-	if !ValidPod(pod) {
+	if !ValidPodID(pod) {
 		return fmt.Errorf("replay: pod notices %q: %w", pod, ErrInvalid)
 	}
 	o := &l.owners

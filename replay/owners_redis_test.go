@@ -62,7 +62,7 @@ func TestRedisOwnerFunctionsValidate(t *testing.T) {
 		{"VariantC", []string{"FCALL", "roomcast_v1_claim", "1", key, boot[:19] + "c" + boot[20:], "s", "p", "1000"}},
 		{"ShortBoot", []string{"FCALL", "roomcast_v1_claim", "1", key, boot[:35], "s", "p", "1000"}},
 		{"Session", []string{"FCALL", "roomcast_v1_claim", "1", key, boot, "a.b", "p", "1000"}},
-		{"Pod", []string{"FCALL", "roomcast_v1_claim", "1", key, boot, "s", "a:b", "1000"}},
+		{"Pod", []string{"FCALL", "roomcast_v1_claim", "1", key, boot, "s", "a b", "1000"}},
 		{"ZeroTTL", []string{"FCALL", "roomcast_v1_claim", "1", key, boot, "s", "p", "0"}},
 		{"NegativeTTL", []string{"FCALL", "roomcast_v1_claim", "1", key, boot, "s", "p", "-5"}},
 		{"ClaimArgs", []string{"FCALL", "roomcast_v1_claim", "1", key, boot, "s", "p"}},

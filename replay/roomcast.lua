@@ -262,10 +262,6 @@ local function valid_session(s)
   return type(s) == 'string' and #s >= 1 and #s <= 64 and string.match(s, '^[%w_%-]+$') ~= nil
 end
 
-local function valid_owner_pod(s)
-  return type(s) == 'string' and #s >= 1 and #s <= 64 and string.match(s, '^[%w%._%-]+$') ~= nil
-end
-
 -- older reports whether boot a sorts before boot b.
 local function older(a, b)
   for i = 1, 36 do
@@ -292,7 +288,7 @@ local function claim(keys, args)
   if not valid_boot(boot) then
     return fail('bad boot')
   end
-  if not valid_session(session) or not valid_owner_pod(pod) then
+  if not valid_session(session) or type(pod) ~= 'string' or not valid_pod(pod) then
     return fail('bad session or pod')
   end
   if not ttl or ttl < 1 then

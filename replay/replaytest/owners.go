@@ -376,8 +376,8 @@ func ownersValidate(t *testing.T, e OwnersEnv) {
 		{"DotSession", c, "a.b", p, time.Minute},
 		{"LongSession", c, long("s", 65), p, time.Minute},
 		{"EmptyPod", c, "s", "", time.Minute},
-		{"ColonPod", c, "s", "a:b", time.Minute},
-		{"LongPod", c, "s", long("p", 65), time.Minute},
+		{"SpacePod", c, "s", "a b", time.Minute},
+		{"LongPod", c, "s", long("p", replay.MaxPodIDLen+1), time.Minute},
 		{"ZeroTTL", c, "s", p, 0},
 		{"SubMillisecondTTL", c, "s", p, time.Microsecond},
 		{"HugeTTL", c, "s", p, replay.MaxOwnerTTL + time.Millisecond},
@@ -392,8 +392,8 @@ func ownersValidate(t *testing.T, e OwnersEnv) {
 	if _, ok, err := e.B.ClientOwner(ctx, c); ok || err != nil {
 		t.Fatalf("a refused claim made an entry: %v, %v", ok, err)
 	}
-	mustClaim(t, e.A, c, b, long("s", 64), long("p", 64), replay.MaxOwnerTTL)
-	ownedBy(t, e.B, c, b, long("s", 64), long("p", 64))
+	mustClaim(t, e.A, c, b, long("s", 64), long("p", replay.MaxPodIDLen), replay.MaxOwnerTTL)
+	ownedBy(t, e.B, c, b, long("s", 64), long("p", replay.MaxPodIDLen))
 	longClient := c + long("x", replay.MaxClientLen-len(c))
 	mustClaim(t, e.A, longClient, b, "s", p, time.Minute)
 	ownedBy(t, e.B, longClient, b, "s", p)
@@ -414,10 +414,10 @@ func ownersValidate(t *testing.T, e OwnersEnv) {
 			t.Errorf("notice %q: %v; want ErrInvalid", n, err)
 		}
 	}
-	if err := e.A.NotifyPod(ctx, "a{b}", "close"); !errors.Is(err, replay.ErrInvalid) {
+	if err := e.A.NotifyPod(ctx, "a b", "close"); !errors.Is(err, replay.ErrInvalid) {
 		t.Errorf("notice to a bad pod: %v; want ErrInvalid", err)
 	}
-	if err := e.A.PodNotices(ctx, "a{b}", func(string) {}); !errors.Is(err, replay.ErrInvalid) {
+	if err := e.A.PodNotices(ctx, "a b", func(string) {}); !errors.Is(err, replay.ErrInvalid) {
 		t.Errorf("notices of a bad pod: %v; want ErrInvalid", err)
 	}
 }
