@@ -226,7 +226,9 @@ func FuzzParseSecret(f *testing.F) {
 			if s != "" {
 				t.Fatalf("error %v with a token", err)
 			}
-			if strings.Contains(err.Error(), string(b)) && len(b) > 0 && strings.TrimSpace(string(b)) != "" {
+			// A short input may be a word of the message itself ("I b" is in
+			// "non-ASCII byte"): only an input of a token's size counts as quoted.
+			if in := strings.TrimSpace(string(b)); len(in) >= 8 && strings.Contains(err.Error(), in) {
 				t.Fatalf("the error quotes the input: %v", err)
 			}
 			return
