@@ -56,13 +56,19 @@ func statsOf(t *testing.T, p *pod) map[string]any {
 // stalledClient opens room's stream on a connection that never reads.
 func stalledClient(t *testing.T, p *pod, room string) net.Conn {
 	t.Helper()
+	return stalledStream(t, p, "/rooms/"+room+"/events")
+}
+
+// stalledStream is stalledClient for any stream path.
+func stalledStream(t *testing.T, p *pod, path string) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", p.public.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	_ = c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "GET /rooms/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", room)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
 	return c
 }
 
@@ -107,6 +113,20 @@ func TestMetricsClientDrops(t *testing.T) {
 		if d := st["drops"].(map[string]any); d["slow_consumer"] != 1.0 || d["write_failed"] != 0.0 {
 			t.Errorf("stats drops %v, want slow_consumer 1, write_failed 0", d)
 		}
+	})
+	t.Run("slow_consumer_multiplexed", func(t *testing.T) {
+		// One room of a stream of two overflows while the stream is blocked in its
+		// write; the write then fails and the stream closes its other room: still
+		// one drop, a slow consumer.
+		p := newPod(t, podConfig{queue: 4, gw: gateway.Config{MaxBody: 1 << 20, WriteTimeout: time.Second}})
+		before := p.metrics(t)
+		c := stalledStream(t, p, "/events?room=slowmux&room=quiet")
+		replaytest.Eventually(t, 10*time.Second, "stalled client joined", func() bool { return p.rooms.Len() == 2 })
+		body := `"` + strings.Repeat("s", 128<<10) + `"`
+		awaitClosed(t, p, c, func() { p.publish(t, "slowmux", body) })
+		after := p.metrics(t)
+		moved(t, before, after, 1, drops, "reason", "slow_consumer")
+		moved(t, before, after, 0, drops, "reason", "write_failed")
 	})
 	t.Run("write_failed", func(t *testing.T) {
 		p := newPod(t, podConfig{queue: 100000, queueBytes: 1 << 30, gw: gateway.Config{WriteTimeout: 200 * time.Millisecond, MaxBody: 1 << 20}})

@@ -448,12 +448,18 @@ func (ms *muxStream) end(reason rooms.Reason) {
 			}
 		}
 	}
-	dropped := false
+	// A member closed before, for a reason of its own (a slow consumer while the
+	// write was blocked, a shed), already counted the stream's drop, if any.
+	prior := false
 	for i := range ms.rooms {
-		m := ms.rooms[i].m
-		dropped = m.Close(reason) || m.Reason() == rooms.ReasonClientGone || dropped
+		if r := ms.rooms[i].m.Reason(); r != 0 && r != rooms.ReasonClientGone {
+			prior = true
+		}
 	}
-	if reason == rooms.ReasonWriteFailed && dropped {
+	for i := range ms.rooms {
+		ms.rooms[i].m.Close(reason)
+	}
+	if reason == rooms.ReasonWriteFailed && !prior {
 		// Dropped by the failed write, not before it (see Server.end).
 		s.writeDrops.Add(1)
 	}
