@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -104,8 +105,18 @@ func (l *RedisLog) observe(op RedisOp, start time.Time, err error) {
 func (l *RedisLog) do(ctx context.Context, op RedisOp, c rueidis.Client, cmd rueidis.Completed) rueidis.RedisResult {
 	start := time.Now()
 	res := c.Do(ctx, cmd)
-	l.observe(op, start, res.Error())
+	l.observe(op, start, callerGone(ctx, res.Error()))
 	return res
+}
+
+// callerGone is err, or nil when err is the cancellation of ctx: a call its caller
+// gave up on (a client that went away) says nothing about Redis. A deadline that
+// passed is still an error.
+func callerGone(ctx context.Context, err error) error {
+	if err != nil && errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // doMulti is client.DoMulti, observed as one call of op: its error is the first of
@@ -113,7 +124,7 @@ func (l *RedisLog) do(ctx context.Context, op RedisOp, c rueidis.Client, cmd rue
 func (l *RedisLog) doMulti(ctx context.Context, op RedisOp, c rueidis.Client, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	start := time.Now()
 	res := c.DoMulti(ctx, cmds...)
-	l.observe(op, start, firstErr(res))
+	l.observe(op, start, callerGone(ctx, firstErr(res)))
 	return res
 }
 

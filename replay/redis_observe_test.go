@@ -97,6 +97,17 @@ func TestRedisObserveCalls(t *testing.T) {
 		}
 	}
 
+	// A call its caller gave up on says nothing about Redis: not an error.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _, _ = l.Since(gone, room, replay.Position{}, 10)
+	_ = l.SetOccupancy(gone, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 1}})
+	for _, op := range []replay.RedisOp{replay.OpSince, replay.OpOccupancy} {
+		if _, errs := c.counts(op); errs != 0 {
+			t.Errorf("%s: %d errors after calls whose context was cancelled; want none", op, errs)
+		}
+	}
+
 	_, _ = srv.Do("SHUTDOWN", "NOSAVE")
 	replaytest.Eventually(t, 10*time.Second, "failed health checks", func() bool { _, e := c.counts(replay.OpHealth); return e > 0 })
 	if _, err := l.Append(ctx, room, msg); err == nil {
