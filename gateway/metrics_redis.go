@@ -27,7 +27,7 @@ func redisCollectors(log replay.Log) []prometheus.Collector {
 		return nil
 	}
 	calls := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "roomcast_redis_call_duration_seconds",
-		Help:    "Redis calls by operation (publish, batch, since, subscribe, health, ticket, revoke, occupancy): each round trip, a pipelined flush counted once.",
+		Help:    "Redis calls by operation (publish, batch, since, subscribe, health, ticket, revoke, occupancy, owner): each round trip, a pipelined flush counted once.",
 		Buckets: redisCallBuckets}, []string{"op"})
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomcast_redis_call_errors_total",
 		Help: "Redis calls that failed, by operation (retried attempts each count; subscribe also counts subscriptions lost)."},

@@ -103,7 +103,8 @@ func (m *Member) Release(it *Item) { m.ReleaseBytes(m.Charge(it)) }
 
 // Charge is the queue budget an item holds: its frame's size when that is above the
 // queue's average share (QueueBytes / Queue), else nothing, since the queue's length
-// bounds those. The frames waiting in a queue thus take at most twice QueueBytes.
+// bounds those. The frames waiting in a queue thus take at most twice QueueBytes
+// (plus the short first queue's 16 small frames, see Queue).
 func (m *Member) Charge(it *Item) int {
 	if len(it.Frame) <= m.small {
 		return 0
