@@ -53,28 +53,36 @@ func (g *Registry) sampleLoop() {
 	}
 }
 
-// sampleQueues reports the queue depth of up to SampleMembers open members: every
-// k-th member, k chosen from the pod's open members so that the sample spans them
-// all. It takes each room's lock once, briefly; the fan-out path pays nothing.
+// sampleQueues reports the queue depth of up to SampleMembers members: one in k of
+// the pod's members, k chosen so that the sample spans them all, and in each room as
+// many as its share, taken in the map's random order. It takes each room's lock
+// once, and walks only the members it samples (and closed ones it skips), so a large
+// room's lock is held for its share of the sample, not for all its members; the
+// fan-out path pays nothing.
 func (g *Registry) sampleQueues(f func(int)) {
 	open := g.open.Load()
 	if open <= 0 {
 		return
 	}
 	step := (open + int64(g.cfg.SampleMembers) - 1) / int64(g.cfg.SampleMembers)
+	// upTo(x) is how many of the indices 0 … x-1 are multiples of step.
+	upTo := func(x int64) int64 { return (x + step - 1) / step }
 	var i int64
 	var depths []int
 	g.eachRoom(func(r *room) {
 		depths = depths[:0]
 		r.mu.Lock()
+		n := int64(len(r.members))
+		want := upTo(i+n) - upTo(i)
+		i += n
 		for m := range r.members {
+			if int64(len(depths)) >= want {
+				break
+			}
 			if m.reason.Load() != 0 {
 				continue
 			}
-			if i%step == 0 {
-				depths = append(depths, m.depth())
-			}
-			i++
+			depths = append(depths, m.depth())
 		}
 		r.mu.Unlock()
 		for _, d := range depths {
