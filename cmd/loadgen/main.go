@@ -55,12 +55,6 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitError
 	}
-	if cfg.PlotDir != "" {
-		if err := writePlots(cfg.PlotDir, cfg.Scenario, rep.Timeline); err != nil {
-			fmt.Fprintf(stderr, "loadgen: %v\n", err)
-			return exitError
-		}
-	}
 	if err := rep.WriteTable(stdout); err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitError
@@ -71,11 +65,25 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 	}
+	// The plots come after the report, so that a plot that cannot be written loses
+	// nothing of a long run's figures.
+	code := exitOK
+	if cfg.PlotDir != "" {
+		if err := writePlots(cfg.PlotDir, cfg.Scenario, rep.Timeline); err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			code = exitError
+		}
+	}
+	if why := rep.scenarioFailed(); why != "" {
+		// A storm or drain that did not happen tested nothing, whatever the loss.
+		fmt.Fprintf(stderr, "loadgen: scenario %s did not run as asked: %s\n", cfg.Scenario, why)
+		code = exitError
+	}
 	if rep.Lossy() {
 		fmt.Fprintln(stderr, "loadgen: loss detected")
 		return exitLossy
 	}
-	return exitOK
+	return code
 }
 
 // wantBar reports whether the progress is a bar: -bar on, or auto with stderr a

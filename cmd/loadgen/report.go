@@ -231,3 +231,25 @@ func errorSuffix(e string) string {
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// scenarioFailed says why the scenario's own action did not happen as asked (a
+// storm that ended no stream or whose streams did not all come back, a drain that
+// failed), or "" when it did or there was none.
+func (r *Report) scenarioFailed() string {
+	if st := r.Storm; st != nil {
+		switch {
+		case st.Error != "":
+			return "storm: " + st.Error
+		case st.Ended == 0:
+			return "storm: no stream was ended"
+		case st.Reconnected < st.Ended:
+			return fmt.Sprintf("storm: %d of %d streams came back", st.Reconnected, st.Ended)
+		}
+	}
+	for _, d := range r.Drains {
+		if d.Error != "" {
+			return "drain of " + d.URL + ": " + d.Error
+		}
+	}
+	return ""
+}

@@ -69,6 +69,7 @@ func drainPod(ctx context.Context, ls *loadState, admin *http.Client, i int) Dra
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		res.Error = err.Error()
+		res.Moved = 0 // nothing is known to have moved
 	}
 	if cfg.DrainCmd != "" {
 		p.out[i].Store(false)

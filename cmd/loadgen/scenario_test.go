@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -324,5 +326,27 @@ func TestJSONReportTopLevelLast(t *testing.T) {
 			}
 			t.Errorf("last %q on the line = %s, want the top level's %s:\n%s", key, got, want, line)
 		}
+	}
+}
+
+// TestScenarioStormRefused: a storm whose shed is refused (the pod wants an admin
+// token the run does not have) ended nothing and tested nothing: exit 2, with the
+// report printed all the same.
+func TestScenarioStormRefused(t *testing.T) {
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"unauthorized","message":"admin token required"}`))
+	}))
+	t.Cleanup(refuse.Close)
+	pod := startPod(t, "pod")
+	args := shortRun(pod.Public, "-scenario", "storm", "-subs", "10", "-rate", "20", "-duration", "2s", "-storm-at", "1s",
+		"-admin-url", refuse.URL)
+	code, rep, _, stderr := runMain(t, args...)
+	if code != exitError || !strings.Contains(stderr, "did not run as asked") {
+		t.Fatalf("exit %d, stderr %q; want %d and the storm named", code, stderr, exitError)
+	}
+	if rep.Storm == nil || rep.Storm.Error == "" {
+		t.Fatalf("storm %+v; want its error in the report", rep.Storm)
 	}
 }
