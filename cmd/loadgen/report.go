@@ -26,6 +26,9 @@ type Report struct {
 	Storm  *StormResult  `json:"storm,omitempty"`
 	Drains []DrainResult `json:"drains,omitempty"`
 
+	// Pods is how many servers (-url) the run spread its streams and publishes
+	// over: the figures below are their sum.
+	Pods           int     `json:"pods"`
 	Idle           bool    `json:"idle,omitempty"`
 	Subscribers    int     `json:"subscribers"`
 	Connected      int64   `json:"connected"`

@@ -126,7 +126,7 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 		close(ls.settled)
 	}
 
-	rep := &Report{Scenario: cfg.Scenario, Subscribers: cfg.Subs, Idle: cfg.Idle, Timeline: []TimelinePoint{}}
+	rep := &Report{Scenario: cfg.Scenario, Pods: len(cfg.URLs), Subscribers: cfg.Subs, Idle: cfg.Idle, Timeline: []TimelinePoint{}}
 	var rssBefore int64
 	if cfg.PID > 0 {
 		if rssBefore, err = readRSS(cfg.PID); err != nil {

@@ -56,7 +56,6 @@ type stats struct {
 	Published          uint64            `json:"published"`
 	Delivered          uint64            `json:"delivered"`
 	Drops              map[string]uint64 `json:"drops"`
-	BudgetDrops        uint64            `json:"budget_drops"`
 	QueuedBytes        int64             `json:"queued_bytes"`
 	Repairs            uint64            `json:"repairs"`
 	Resyncs            uint64            `json:"resyncs"`
@@ -92,12 +91,11 @@ func (c *cli) printStats(raw []byte) error {
 	if s.Backend.Up {
 		backend = "up"
 	}
-	drops := make([]string, 0, len(s.Drops)+1)
+	drops := make([]string, 0, len(s.Drops))
 	for k, v := range s.Drops {
 		drops = append(drops, fmt.Sprintf("%s %d", printable(k, 64), v))
 	}
 	sort.Strings(drops)
-	drops = append(drops, fmt.Sprintf("queue_budget %d", s.BudgetDrops))
 	w := tabwriter.NewWriter(c.io.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "state\t%s (%s)\n", printable(s.State, 32), accepting)
 	fmt.Fprintf(w, "uptime\t%s\n", (time.Duration(s.UptimeSeconds) * time.Second).String())

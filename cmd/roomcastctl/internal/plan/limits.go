@@ -58,6 +58,7 @@ func DecodeLimits(r io.Reader) (Limits, error) {
 		RSSPerConnKiB     *float64 `json:"rss_per_conn_kib"`
 		Subscribers       *float64 `json:"subscribers"`
 		P99ms             *float64 `json:"p99_ms"`
+		Pods              *int     `json:"pods"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -69,6 +70,10 @@ func DecodeLimits(r io.Reader) (Limits, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Limits{}, fmt.Errorf("%w: more than one JSON value", ErrLimits)
+	}
+	if raw.Pods != nil && *raw.Pods > 1 {
+		// Its figures are the sum over its pods, not one pod's limits.
+		return Limits{}, fmt.Errorf("%w: a run against %d pods; the limits are one pod's: run loadgen against one", ErrLimits, *raw.Pods)
 	}
 	var l Limits
 	if raw.Scenario != nil {

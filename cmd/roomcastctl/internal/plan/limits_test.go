@@ -71,6 +71,7 @@ func TestDecodeLimitsRefuses(t *testing.T) {
 		"unterminated":        `{"deliveries_per_sec":1`,
 		"larger than 4 MiB":   `{"x":"` + strings.Repeat("a", maxLimitsBytes) + `"}`,
 		"a number not object": `42`,
+		"several pods":        `{"pods":3,"deliveries_per_sec":1000}`,
 	} {
 		if _, err := DecodeLimits(strings.NewReader(in)); !errors.Is(err, ErrLimits) {
 			t.Errorf("%s: %v", name, err)

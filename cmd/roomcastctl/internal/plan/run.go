@@ -162,9 +162,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return usage(err)
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(p)
+		err = json.NewEncoder(stdout).Encode(p) // one line, as every --json output
 	} else {
 		err = p.WriteTable(stdout)
 	}
