@@ -41,7 +41,7 @@ type wsClient struct {
 	c      *websocket.Conn
 	frames chan wsMsg
 	ended  chan struct{}
-	err    error // why reading ended; read after ended
+	err    error        // why reading ended; read after ended
 	pings  atomic.Int64 // pings received from the server
 
 	readStarted atomic.Bool

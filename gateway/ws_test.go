@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
