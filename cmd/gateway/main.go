@@ -116,9 +116,10 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(log, reg, dr, gateway.Config{
-		RetryMin:     cfg.RetryMin,
-		RetryMax:     cfg.RetryMax,
-		Heartbeat:    cfg.Heartbeat,
+		RetryMin:  cfg.RetryMin,
+		RetryMax:  cfg.RetryMax,
+		Heartbeat: cfg.Heartbeat,
+		WSPing:    cfg.WSPing, PodID: cfg.Hot.PodID,
 		WriteTimeout: cfg.WriteTimeout,
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
