@@ -116,10 +116,9 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(log, reg, dr, gateway.Config{
-		RetryMin:  cfg.RetryMin,
-		RetryMax:  cfg.RetryMax,
-		Heartbeat: cfg.Heartbeat,
-		WSPing:    cfg.WSPing, PodID: cfg.Hot.PodID,
+		RetryMin:     cfg.RetryMin,
+		RetryMax:     cfg.RetryMax,
+		Heartbeat:    cfg.Heartbeat,
 		WriteTimeout: cfg.WriteTimeout,
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
@@ -127,6 +126,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
+		WSPing: cfg.WSPing, PodID: cfg.Hot.PodID,
 		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "",
 		Registry: metrics,
 		Logger:   logger,
