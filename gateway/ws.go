@@ -306,6 +306,7 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 		return wc.end(rooms.ReasonShed)
 	}
 	welcome := wsWelcomeFrame{V: wsVersion, Kind: wsWelcome, Session: wc.session, Rooms: make(map[string]string, len(wc.rooms))}
+	wc.mu.Lock()
 	for i := range wc.rooms {
 		r := &wc.rooms[i]
 		if h.resumed[i] {
@@ -314,9 +315,10 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 			r.sent = r.m.Start()
 		}
 		welcome.Rooms[r.name] = r.sent.String()
-		wc.state[r.name] = &wsRoomState{sent: r.sent}
-		r.st = wc.state[r.name]
+		r.st = &wsRoomState{sent: r.sent}
+		wc.state[r.name] = r.st
 	}
+	wc.mu.Unlock()
 	if err := wc.write(wsJSON(welcome)); err != nil {
 		return wc.end(reasonFor(wc.ctx, err))
 	}
