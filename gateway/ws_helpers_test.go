@@ -84,7 +84,7 @@ func dialWSRaw(t testing.TB, base string, pings *atomic.Int64, headers ...string
 
 // start sets the client up on c; read starts its background reader.
 func (wc *wsClient) start(t testing.TB, c *websocket.Conn, read bool) *wsClient {
-	wc.t, wc.c, wc.frames, wc.ended = t, c, make(chan wsMsg, 1<<16), make(chan struct{})
+	wc.t, wc.c, wc.frames, wc.ended = t, c, make(chan wsMsg, 1<<12), make(chan struct{})
 	if read {
 		wc.startReading()
 	}
