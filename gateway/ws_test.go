@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -120,6 +121,16 @@ func TestWSCredentials(t *testing.T) {
 			t.Fatalf("frames before the close: %+v", frames)
 		}
 	})
+	t.Run("revoked while connected is 4401", func(t *testing.T) {
+		tok := p.token(t, "RS256", "carol", time.Hour, []string{"orders"}, nil)
+		c := dialWS(t, p.pod, "Authorization", "Bearer "+tok)
+		c.welcome("c5", boot1, map[string]string{"orders": ""})
+		res := do(t, http.MethodPost, p.admin.URL+"/admin/revoke", `{"sub":"carol"}`, "Content-Type", "application/json")
+		if res.status != http.StatusOK {
+			t.Fatalf("revoke: %d %s", res.status, res.body)
+		}
+		c.wantClose(4401)
+	})
 	t.Run("granted rooms with a bearer", func(t *testing.T) {
 		tok := p.token(t, "ES256", "bob", time.Hour, []string{"orders"}, []string{"orders"})
 		c := dialWS(t, p.pod, "Authorization", "Bearer "+tok)
@@ -231,4 +242,16 @@ func TestWSResync(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestWSShutdownCloses1001(t *testing.T) {
+	p := newPod(t, podConfig{})
+	c := dialWS(t, p)
+	c.welcome("c", boot1, map[string]string{"a": "", "b": ""})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.rooms.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.wantClose(1001)
 }
