@@ -127,7 +127,34 @@ func newSession() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+var errUpgradeRequired = newError(http.StatusUpgradeRequired, "upgrade_required",
+	"GET /ws is a WebSocket endpoint: send Connection: Upgrade and Upgrade: websocket")
+
+// isUpgrade reports whether r asks for a WebSocket handshake; Accept checks the
+// rest of it.
+func isUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodGet && headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	if !isUpgrade(r) {
+		// Before the credential: a request that cannot upgrade must not redeem a
+		// ticket.
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, errUpgradeRequired)
+		return
+	}
 	if aerr := s.wsOrigin(r); aerr != nil {
 		writeError(w, aerr)
 		return

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
@@ -254,4 +256,31 @@ func TestWSShutdownCloses1001(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.wantClose(1001)
+}
+
+// TestWSPlainRequestIsRefusedBeforeItsCredential: a request that is not a WebSocket
+// handshake (a plain GET, a HEAD) gets a JSON 426 and never redeems a ticket.
+func TestWSPlainRequestIsRefusedBeforeItsCredential(t *testing.T) {
+	keys := gatewaytest.NewKeys(t)
+	p := newMemSecurePod(t, keys, gateway.Config{})
+	tok := p.token(t, "RS256", "dave", time.Hour, []string{"orders"}, nil)
+	ticket := p.ticket(t, tok)
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		res := do(t, method, p.public.URL+"/ws?ticket="+ticket, "")
+		if res.status != http.StatusUpgradeRequired {
+			t.Fatalf("%s /ws: %d %s", method, res.status, res.body)
+		}
+		if method == http.MethodGet && !strings.Contains(res.body, `"upgrade_required"`) {
+			t.Fatalf("GET /ws body %s", res.body)
+		}
+	}
+	// The ticket is still good for the real handshake.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(p.public.URL, "http://", "ws://", 1)+"/ws?ticket="+ticket, nil)
+	if err != nil {
+		t.Fatalf("handshake with the ticket: %v", err)
+	}
+	wc := (&wsClient{}).start(t, c, true)
+	wc.welcome("dave-rig", boot1, map[string]string{"orders": ""})
 }
