@@ -486,6 +486,9 @@ func (wc *wsConn) delivered(r *wsRoom, pos replay.Position, n int) {
 	wc.mu.Unlock()
 }
 
+// readyNow is always ready to receive from: closed.
+var readyNow = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // live serves the rooms' queues, the reader's answers, pings and the owner's
 // refresh until the connection ends, and returns why.
 func (wc *wsConn) live() rooms.Reason {
@@ -500,31 +503,36 @@ func (wc *wsConn) live() rooms.Reason {
 	var reread []int
 	var ends []int
 	for {
-		if !more {
-			select {
-			case <-wc.bell:
-			case b := <-wc.out:
-				if err := wc.write(b); err != nil {
-					return reasonFor(wc.ctx, err)
-				}
-				continue
-			case <-wc.kicked:
-				return 0
-			case <-wc.readDone:
-				return rooms.ReasonClientGone
-			case now := <-ping.C:
-				if now.Sub(time.Unix(0, wc.lastSeen.Load())) > 3*s.cfg.WSPing {
-					wc.kick(wsTimeout, "no frame or pong for three ping intervals")
-					return 0
-				}
-				wc.ping()
-				continue
-			case <-refresh.C:
-				if !wc.refresh() {
-					return 0
-				}
-				continue
+		// While the queues hold more, the next batch is ready at once, but answers,
+		// closes, pings and refreshes still get their turn: a busy room cannot
+		// starve them.
+		wake := wc.bell
+		if more {
+			wake = readyNow
+		}
+		select {
+		case <-wake:
+		case b := <-wc.out:
+			if err := wc.write(b); err != nil {
+				return reasonFor(wc.ctx, err)
 			}
+			continue
+		case <-wc.kicked:
+			return 0
+		case <-wc.readDone:
+			return rooms.ReasonClientGone
+		case now := <-ping.C:
+			if now.Sub(time.Unix(0, wc.lastSeen.Load())) > 3*s.cfg.WSPing {
+				wc.kick(wsTimeout, "no frame or pong for three ping intervals")
+				return 0
+			}
+			wc.ping()
+			continue
+		case <-refresh.C:
+			if !wc.refresh() {
+				return 0
+			}
+			continue
 		}
 		for i := range wc.rooms {
 			if reason := wc.rooms[i].m.Reason(); reason != 0 {

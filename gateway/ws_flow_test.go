@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -339,4 +341,43 @@ func TestWSAndSSEGetTheSameEventsInTheSameOrder(t *testing.T) {
 	if tSSE.Lossy() || tWS.Lossy() {
 		t.Fatal("a member lost events")
 	}
+}
+
+// TestWSBusyRoomDoesNotStarveCloses: a connection whose room always has another
+// batch waiting still takes a close between batches, long before its queue is empty.
+func TestWSBusyRoomDoesNotStarveCloses(t *testing.T) {
+	const total = 4000
+	p := newPod(t, podConfig{queue: 2 * total, history: 10})
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	gateway.SetWSBatchHook(p.srv, func(client string) {
+		if client == "busy" {
+			once.Do(func() { held <- struct{}{}; <-hold })
+		}
+	})
+	c := dialWS(t, p)
+	c.welcome("busy", boot1, map[string]string{"busy": ""})
+	<-held // the writer waits before its first batch
+	marker := dialWS(t, p)
+	marker.welcome("marker", boot1, map[string]string{"busy": ""})
+	for i := range total {
+		if _, err := p.log.Append(context.Background(), "busy", replay.Message{Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once another member has every event, the held one has them queued too.
+	for range total {
+		if m := marker.next(); m.Kind != "event" {
+			t.Fatalf("marker got %+v", m)
+		}
+	}
+	if res := do(t, http.MethodPost, p.admin.URL+"/admin/clients/busy/close", ""); res.status != http.StatusOK {
+		t.Fatalf("close: %d %s", res.status, res.body)
+	}
+	close(hold)
+	frames := c.wantClose(4409)
+	if len(frames) >= total {
+		t.Fatalf("the close waited for all %d events", len(frames))
+	}
+	t.Logf("closed after %d of %d events", len(frames), total)
 }
