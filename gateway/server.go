@@ -54,6 +54,9 @@ type Server struct {
 	wsMembers   atomic.Int64           // the room members they hold
 	wsClosed    *prometheus.CounterVec // WebSocket closes by code
 	wsBatchHook func(client string)    // runs before each live batch of a WebSocket connection; tests only
+	// wsBeforeHello runs before a WebSocket connection waits for its hello, with
+	// the channel closed when its reader ends; tests only.
+	wsBeforeHello func(readDone <-chan struct{})
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and

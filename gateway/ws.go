@@ -287,6 +287,9 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	s := wc.s
 	timer := time.NewTimer(s.cfg.WSHelloTimeout)
 	defer timer.Stop()
+	if s.wsBeforeHello != nil {
+		s.wsBeforeHello(wc.readDone)
+	}
 	var f wsFrame
 	select {
 	case f = <-wc.helloCh:
@@ -295,7 +298,13 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	case <-wc.kicked:
 		return wc.kickCode, wc.kickReason
 	case <-wc.readDone:
-		return 0, ""
+		// The reader kicks before it ends when the hello was bad: that code wins.
+		select {
+		case <-wc.kicked:
+			return wc.kickCode, wc.kickReason
+		default:
+			return 0, ""
+		}
 	}
 	h, err := parseHello(f, s.cfg.MaxRoomsPerStream)
 	if err != nil {

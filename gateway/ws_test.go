@@ -284,3 +284,16 @@ func TestWSPlainRequestIsRefusedBeforeItsCredential(t *testing.T) {
 	wc := (&wsClient{}).start(t, c, true)
 	wc.welcome("dave-rig", boot1, map[string]string{"orders": ""})
 }
+
+// TestWSBadHelloCodeWinsOverTheReaderEnding forces the order: the reader refuses a
+// bad first frame and ends before the connection looks at the hello. The close is
+// still 4400, every time.
+func TestWSBadHelloCodeWinsOverTheReaderEnding(t *testing.T) {
+	p := newPod(t, podConfig{})
+	gateway.SetWSHelloAfterReader(p.srv)
+	for range 20 {
+		c := dialWS(t, p)
+		c.send(`not json`)
+		c.wantClose(4400)
+	}
+}
