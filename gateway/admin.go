@@ -34,6 +34,8 @@ type statsBody struct {
 
 	// MultiplexedStreams: of the connections, the streams of several rooms (GET /events).
 	MultiplexedStreams int64 `json:"multiplexed_streams"`
+	// WebSockets: of the connections, the WebSocket ones (GET /ws).
+	WebSockets int64 `json:"websockets"`
 }
 
 // accessBody is access control at a glance: the mode, the users streaming (by sub;
@@ -64,7 +66,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, statsBody{
 		State:             p.State.String(),
 		Accepting:         s.drain.Accepting(),
-		Connections:       st.Members - s.muxMembers.Load() + s.muxStreams.Load(),
+		Connections:       st.Members - s.muxMembers.Load() + s.muxStreams.Load() - s.wsMembers.Load() + s.wsOpen.Load(),
 		Rooms:             st.Rooms,
 		Subscriptions:     st.Subscriptions,
 		Drops:             s.drops(),
@@ -85,6 +87,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 		Access:            s.access(),
 
 		MultiplexedStreams: s.muxStreams.Load(),
+		WebSockets:         s.wsOpen.Load(),
 	})
 }
 

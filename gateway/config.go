@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,8 +65,9 @@ type Config struct {
 	// MetricsApart, when set, takes /metrics off the admin listener: Metrics serves
 	// it on a listener of its own. False: the admin listener serves it.
 	MetricsApart bool
-	// PodID names this pod in the occupancy answers of /admin/rooms (default: the
-	// hostname).
+	// PodID names this pod in the occupancy answers of /admin/rooms, in the
+	// WebSocket client registry and in the notices pods send each other (default:
+	// the hostname).
 	PodID string
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
@@ -90,6 +92,20 @@ type Config struct {
 	// address (for example X-Forwarded-For, whose last entry is used); empty: the
 	// peer address. Only set it behind a proxy that always sets the header.
 	ClientIPHeader string
+	// WSPing is the interval of the pings the server sends on a WebSocket
+	// connection; a peer that sent nothing (no frame, no pong) for three intervals is
+	// closed with 4408 (default 20s).
+	WSPing time.Duration
+	// WSHelloTimeout is how long a WebSocket connection may take to say hello
+	// before it is closed with 4408 (default 10s).
+	WSHelloTimeout time.Duration
+	// Owners is the registry of which connection owns each WebSocket client id,
+	// shared by the fleet. Nil: the pod's own, so a client has one connection per
+	// pod (one in all with one pod).
+	Owners clientOwners
+	// OwnerTTL is how long a client's claim lives unless refreshed; the connection
+	// refreshes it every third of it (default 30s).
+	OwnerTTL time.Duration
 	// Registry receives the gateway's metrics and is served on /metrics (default: a
 	// new registry).
 	Registry *prometheus.Registry
@@ -110,6 +126,15 @@ func (c *Config) fill() error {
 	def(&c.PublishTimeout, 5*time.Second)
 	def(&c.BodyTimeout, 10*time.Second)
 	def(&c.MaxTokenAge, 24*time.Hour)
+	def(&c.WSPing, 20*time.Second)
+	def(&c.WSHelloTimeout, 10*time.Second)
+	def(&c.OwnerTTL, 30*time.Second)
+	if c.PodID == "" {
+		c.PodID, _ = os.Hostname()
+		if c.PodID == "" {
+			c.PodID = "pod"
+		}
+	}
 	if c.MaxBody == 0 {
 		c.MaxBody = 64 << 10
 	}
@@ -148,6 +173,8 @@ func (c *Config) fill() error {
 		return errors.New("gateway: write, publish and body timeouts must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
 		return errors.New("gateway: body limits, batch items and replay batch must be positive")
+	case c.WSPing <= 0 || c.WSHelloTimeout <= 0 || c.OwnerTTL < 3*time.Millisecond:
+		return errors.New("gateway: websocket ping, hello timeout and owner TTL must be positive")
 	case c.MaxRoomsPerStream < 1 || c.MaxRoomsPerStream > MaxRoomsPerStreamLimit:
 		return fmt.Errorf("gateway: rooms per stream %d: need 1 to %d", c.MaxRoomsPerStream, MaxRoomsPerStreamLimit)
 	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0:

@@ -16,6 +16,20 @@
 // takes at most a per-room budget from each member's queue in turn. Every frame's id
 // is the stream's resume token (replay.ParseToken), holding every room's position.
 //
+// # WebSocket
+//
+// GET /ws is the agents' transport on the same rooms: after a hello naming its
+// client, boot and rooms (with resume ids), a connection is a member of each room
+// like a multiplexed stream (one bell, per-room budgets, the same replay and live
+// dedup and resync decisions: Server.history, stepItem), and also publishes. Two
+// goroutines per connection: the request goroutine is the only writer (queues,
+// answers, pings, the owner's refresh); a reader goroutine reads frames and serves
+// acks, publishes and pings one at a time, handing answers to the writer through a
+// bounded channel. A connection's room state (delivered, acked) is guarded by its
+// mu; the pod's connections by client id by Server.wsMu, never held with it. One
+// connection owns each client id (Config.Owners, else the pod's own registry): a
+// claim displaces the older connection, which is closed with 4409 on its pod.
+//
 // # Edge
 //
 // Before routing, both listeners refuse state-changing requests a browser marks as

@@ -448,22 +448,27 @@ func (ms *muxStream) end(reason rooms.Reason) {
 			}
 		}
 	}
-	// A member closed before, for a reason of its own (a slow consumer while the
-	// write was blocked, a shed), already counted the stream's drop, if any.
+	s.closeAll(reason, len(ms.rooms), func(i int) *rooms.Member { return ms.rooms[i].m })
+	s.finish(sw, reason, ms.reauthFrame)
+}
+
+// closeAll closes the n members of one connection (member(i) is the i-th) with
+// reason. When the reason is a failed write that dropped the client, it counts the
+// drop, unless a member was closed before for a reason of its own (a slow consumer
+// while the write was blocked, a shed): that reason is the drop, counted already.
+func (s *Server) closeAll(reason rooms.Reason, n int, member func(int) *rooms.Member) {
 	prior := false
-	for i := range ms.rooms {
-		if r := ms.rooms[i].m.Reason(); r != 0 && r != rooms.ReasonClientGone {
+	for i := range n {
+		if r := member(i).Reason(); r != 0 && r != rooms.ReasonClientGone {
 			prior = true
 		}
 	}
-	for i := range ms.rooms {
-		ms.rooms[i].m.Close(reason)
+	for i := range n {
+		member(i).Close(reason)
 	}
 	if reason == rooms.ReasonWriteFailed && !prior {
-		// Dropped by the failed write, not before it (see Server.end).
 		s.writeDrops.Add(1)
 	}
-	s.finish(sw, reason, ms.reauthFrame)
 }
 
 // reauthFrame is the stream's reauth notice, naming every room.

@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/gateway/auth"
@@ -42,6 +44,17 @@ type Server struct {
 	muxBatchHook func()       // runs before each live batch of a multiplexed stream; tests only
 	muxStreams   atomic.Int64 // open multiplexed streams
 	muxMembers   atomic.Int64 // the room members they hold
+
+	owners      clientOwners           // who owns each WebSocket client id (Config.Owners)
+	wsMu        sync.Mutex             // guards wsByClient
+	wsByClient  map[string]*wsConn     // the pod's WebSocket connections by client id
+	wsOpen      atomic.Int64           // open WebSocket connections
+	wsMembers   atomic.Int64           // the room members they hold
+	wsClosed    *prometheus.CounterVec // WebSocket closes by code
+	wsBatchHook func(client string)    // runs before each live batch of a WebSocket connection; tests only
+	// wsBeforeHello runs before a WebSocket connection waits for its hello, with
+	// the channel closed when its reader ends; tests only.
+	wsBeforeHello func(readDone <-chan struct{})
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and
@@ -54,7 +67,16 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
-		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms)}
+		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{}}
+	if s.owners == nil {
+		// The log's registry: the fleet's in Redis, the pod's in memory. A log
+		// without one (a test's) gets the pod's own.
+		if o, ok := log.(replay.Owners); ok {
+			s.owners = logOwners{o}
+		} else {
+			s.owners = newPodOwners(maxPodClients)
+		}
+	}
 	if s.auth == nil {
 		var keys []string
 		if cfg.PublishToken != "" {
@@ -83,6 +105,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	if s.edgeM, err = newEdgeMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}
+	if err := s.registerWSMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -103,6 +128,7 @@ func (s *Server) Public() http.Handler {
 	r.Post("/events", s.publishBatch)
 	r.Get("/events", uncounted(s.multiStream))
 	r.Head("/events", s.muxHead)
+	r.Get("/ws", uncounted(s.websocket))
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
 	return s.cors(s.edge(r, s.trustedOrigins()...))
@@ -123,6 +149,8 @@ func (s *Server) Admin() http.Handler {
 	r.Post("/admin/shed", s.shed)
 	r.Post("/admin/revoke", s.revoke)
 	s.occupancyRoutes(r)
+	r.Get("/admin/clients/{id}", s.adminClient)
+	r.Post("/admin/clients/{id}/close", s.adminClientClose)
 	r.HandleFunc("/debug/pprof/*", pprof.Index)
 	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)

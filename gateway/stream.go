@@ -248,27 +248,19 @@ func (s *Server) openStream(w http.ResponseWriter) *streamWriter {
 func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from replay.Position) (replay.Position, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	after := from
-	for {
-		rd, err := s.rooms.Since(ctx, room, after, s.cfg.ReplayBatch)
-		if err != nil {
-			return after, err
-		}
+	return s.history(ctx, room, from, func(rd rooms.Read) error {
 		buf := (*bp)[:0]
+		defer func() { *bp = buf[:0] }()
 		if rd.Resync {
-			s.m.resyncsSent.Inc()
 			buf = append(buf, resyncFrame(room, rd.From, rd.Fork)...)
-			after = rd.From
 		}
 		n := 0
-		for i, ev := range rd.Events {
+		for i := range rd.Events {
 			buf = append(buf, rd.Frames[i]...)
-			after = ev.Position()
 			n++
 			if len(buf) >= batchBytes {
 				if err := sw.write(buf); err != nil {
-					*bp = buf[:0]
-					return after, err
+					return err
 				}
 				s.countDelivered(n)
 				buf, n = buf[:0], 0
@@ -276,15 +268,38 @@ func (s *Server) replay(ctx context.Context, sw *streamWriter, room string, from
 		}
 		if len(buf) > 0 {
 			if err := sw.write(buf); err != nil {
-				*bp = buf[:0]
-				return after, err
+				return err
 			}
 			s.countDelivered(n)
 		}
-		*bp = buf[:0]
+		return nil
+	})
+}
+
+// history reads the room's history after from, batch by batch, and hands each batch
+// to emit, which writes it in its transport's framing: a resync first when
+// rd.Resync, then the events. It returns the position the reader has reached. The
+// batches follow replay.ReadOn: after a resync, whatever history follows the resync
+// point; a bare seq is pinned to the current epoch so that live events are
+// deduplicated against it.
+func (s *Server) history(ctx context.Context, room string, from replay.Position, emit func(rooms.Read) error) (replay.Position, error) {
+	after := from
+	for {
+		rd, err := s.rooms.Since(ctx, room, after, s.cfg.ReplayBatch)
+		if err != nil {
+			return after, err
+		}
+		if rd.Resync {
+			s.m.resyncsSent.Inc()
+			after = rd.From
+		}
+		if err := emit(rd); err != nil {
+			return after, err
+		}
+		if n := len(rd.Events); n > 0 {
+			after = rd.Events[n-1].Position()
+		}
 		if after.Epoch == "" {
-			// A bare seq in the current epoch: pin it, so that live events are
-			// deduplicated against it.
 			after.Epoch = rd.Head.Epoch
 		}
 		if len(rd.Events) < s.cfg.ReplayBatch {
@@ -399,26 +414,58 @@ func readable(it *rooms.Item, sent replay.Position) bool {
 		it.Pos.Epoch == sent.Epoch && it.Pos.Seq > sent.Seq
 }
 
-// appendItem appends it's frame unless the stream already sent that position. A live
-// event from an epoch other than the one the stream is in is preceded by a resync, so
-// two histories are never mixed silently. A resync at or behind what the stream sent
-// in its epoch is dropped (the stream read past it from the log), unless it reports
-// a fork, which always goes through.
-func (s *Server) appendItem(buf []byte, n int, it *rooms.Item, room string, sent *replay.Position) ([]byte, int) {
+// itemStep is what a reader that has sent up to a position does with one live item
+// (see stepItem).
+type itemStep struct {
+	// skip: the reader already sent the item's position; nothing goes out.
+	skip bool
+	// fork: the item is a fork's resync, which always goes through.
+	fork bool
+	// resyncAt, when resync is set, is the resync sent before the item's event: the
+	// event comes from another epoch than the one the reader is in.
+	resync   bool
+	resyncAt replay.Position
+	// event: the item is an event (not a resync notice) that goes out.
+	event bool
+}
+
+// stepItem decides what a reader at sent does with it. A live event from an epoch
+// other than the one the reader is in is preceded by a resync, so two histories are
+// never mixed silently. A resync at or behind what the reader sent in its epoch is
+// dropped (the reader read past it from the log), unless it reports a fork, which
+// always goes through.
+func stepItem(it *rooms.Item, sent replay.Position) itemStep {
 	switch {
 	case it.Fork:
+		return itemStep{fork: true}
+	case it.Pos.Epoch == sent.Epoch && it.Pos.Seq <= sent.Seq:
+		return itemStep{skip: true}
+	case it.Resync:
+		return itemStep{}
+	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
+		return itemStep{resync: true, resyncAt: replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}, event: true}
+	}
+	return itemStep{event: true}
+}
+
+// appendItem appends it's frame unless the stream already sent that position, as
+// stepItem decides.
+func (s *Server) appendItem(buf []byte, n int, it *rooms.Item, room string, sent *replay.Position) ([]byte, int) {
+	st := stepItem(it, *sent)
+	switch {
+	case st.skip:
+		return buf, n
+	case st.fork:
 		s.m.resyncsSent.Inc()
 		*sent = it.Pos
 		return append(buf, ForkFrame(room, it.Pos)...), n
-	case it.Pos.Epoch == sent.Epoch && it.Pos.Seq <= sent.Seq:
-		return buf, n
-	case it.Resync:
+	case st.resync:
 		s.m.resyncsSent.Inc()
-	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
-		s.m.resyncsSent.Inc()
-		buf = append(buf, ResyncFrame(room, replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1})...)
-		fallthrough
-	default:
+		buf = append(buf, ResyncFrame(room, st.resyncAt)...)
+	case !st.event:
+		s.m.resyncsSent.Inc() // a resync notice
+	}
+	if st.event {
 		n++
 	}
 	*sent = it.Pos

@@ -34,6 +34,7 @@ type config struct {
 
 	RetryMin, RetryMax time.Duration
 	Heartbeat          time.Duration
+	WSPing             time.Duration
 	WriteTimeout       time.Duration
 	Queue              int
 	QueueBytes         byteSize
@@ -91,6 +92,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.RetryMin, "retry-min", 3*time.Second, "lower bound of the per-connection retry: hint")
 	fs.DurationVar(&c.RetryMax, "retry-max", 6*time.Second, "upper bound of the per-connection retry: hint")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", 15*time.Second, "interval of heartbeat comments on idle streams")
+	fs.DurationVar(&c.WSPing, "ws-ping", 20*time.Second, "interval of WebSocket pings; a peer silent for three intervals (no frame, no pong) is closed")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 10*time.Second, "deadline of each write to a stream")
 	fs.IntVar(&c.Queue, "queue", 256, "per-client queue, events")
 	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")

@@ -127,6 +127,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
+		WSPing:            cfg.WSPing,
 		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
 		Registry: metrics,
 		Logger:   logger,
@@ -230,6 +231,15 @@ func (p *pod) serve(logger *slog.Logger) int {
 			}
 		}()
 	}
+	// Notices from other pods that took over one of this pod's WebSocket clients; they
+	// end with the log.
+	watch, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() {
+		if err := p.server.WatchOwners(watch); err != nil && !errors.Is(err, replay.ErrClosed) {
+			logger.Warn("WebSocket ownership notices stopped: a displaced client is closed at its next refresh", "err", err)
+		}
+	}()
 	logger.Info("roomcast gateway started", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
 	if p.cfg.AdminToken == "" && !loopbackAddr(admin.Addr()) {
 		logger.Warn("no --admin-token-file: /admin/ and /debug/pprof/ are open to anyone who reaches the admin listener")

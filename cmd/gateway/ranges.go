@@ -21,6 +21,7 @@ type bound struct {
 // no sense; a flag missing here is a bug (TestEveryNumericFlagHasARange).
 var ranges = map[string]bound{
 	"heartbeat":             {min: float64(time.Second), max: float64(10 * time.Minute)},
+	"ws-ping":               {min: float64(time.Second), max: float64(10 * time.Minute)},
 	"write-timeout":         {min: float64(100 * time.Millisecond), max: float64(10 * time.Minute)},
 	"retry-min":             {min: float64(100 * time.Millisecond), max: float64(10 * time.Minute)},
 	"retry-max":             {min: float64(100 * time.Millisecond), max: float64(10 * time.Minute)},

@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// FuzzDecodeWSFrame decodes any client message as a frame and, for a hello,
+// validates it: nothing panics, and a hello that passes holds only what the
+// transport may use (a valid client id, a canonical lower-case UUIDv7 boot, sorted
+// distinct valid rooms within the bound, each with a parsed resume point).
+func FuzzDecodeWSFrame(f *testing.F) {
+	for _, s := range []string{
+		`{"v":1,"kind":"hello","client":"rig-0414","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"orders":"k3x9q:48","alerts":""}}`,
+		`{"v":1,"kind":"hello","client":"c","boot":"0190B2A8-1234-7ABC-BDEF-0123456789AB","rooms":{"a":"5"}}`,
+		`{"v":1,"kind":"ack","room":"orders","id":"k3x9q:48"}`,
+		`{"v":1,"kind":"publish","room":"orders","type":"t","body":{"n":1},"idempotency_key":"k","ref":"r"}`,
+		`{"v":1,"kind":"ping","data":[1,2,3]}`,
+		`{"v":2,"kind":"hello"}`,
+		`{"v":1}`,
+		`[1,2]`,
+		` {"v":1,"kind":"x","rooms":{"a{b}":""}} `,
+		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"a":"x:1:2"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		fr, err := decodeWSFrame(p)
+		if err != nil {
+			return
+		}
+		if fr.V != wsVersion || fr.Kind == "" {
+			t.Fatalf("decoded %q as %+v", p, fr)
+		}
+		// An answer naming any kind is valid JSON.
+		if !json.Valid(wsErrorOf(fr.Ref, "", newError(0, "unknown_kind", "unknown frame kind "+quoteKind(fr.Kind)))) {
+			t.Fatal("error frame is not JSON")
+		}
+		h, err := parseHello(fr, 4)
+		if err != nil {
+			return
+		}
+		if !validClientID(h.client) {
+			t.Fatalf("client %q passed", h.client)
+		}
+		if b, ok := parseBoot(h.boot); !ok || b != h.boot || h.boot != strings.ToLower(h.boot) || h.boot[14] != '7' {
+			t.Fatalf("boot %q passed", h.boot)
+		}
+		if len(h.names) == 0 || len(h.names) > 4 || !slices.IsSorted(h.names) || len(slices.Compact(slices.Clone(h.names))) != len(h.names) {
+			t.Fatalf("rooms %q passed", h.names)
+		}
+		for i, n := range h.names {
+			if !replay.ValidRoom(n) {
+				t.Fatalf("room %q passed", n)
+			}
+			if h.resumed[i] != (fr.Rooms[n] != "") {
+				t.Fatalf("room %q: resumed %v from %q", n, h.resumed[i], fr.Rooms[n])
+			}
+		}
+	})
+}
+
+// FuzzWSEventFrame: the event frame made from an event's SSE frame carries the
+// envelope, as valid JSON, whatever the body's line breaks.
+func FuzzWSEventFrame(f *testing.F) {
+	f.Add("orders", "k3x9q", uint64(48), "message", []byte(`{"n":1}`))
+	f.Add("a", "e", uint64(1), "t.x", []byte("{\"a\":\r\n1}"))
+	f.Add("a", "e", uint64(1), "t", []byte("\"x\\ny\"\n\n"))
+	f.Fuzz(func(t *testing.T, room, epoch string, seq uint64, typ string, body []byte) {
+		if !replay.ValidRoom(room) || !replay.ValidType(typ) || epoch == "" || strings.ContainsAny(epoch, ":\r\n\"\\") || !json.Valid(body) {
+			return
+		}
+		for _, c := range []byte(epoch) {
+			if c < 0x21 || c > 0x7e {
+				return
+			}
+		}
+		ev := replay.Event{Room: room, Epoch: epoch, Seq: seq, TS: 1, Type: typ, Body: body}
+		// Line breaks in a body can only be whitespace between JSON tokens (valid
+		// JSON has none inside strings): SSE carries them as LF, as a browser reads
+		// them, so the envelopes agree once compacted.
+		env := sseData(EventFrame(ev))
+		var got, want bytes.Buffer
+		if err := json.Compact(&got, env); err != nil {
+			t.Fatalf("envelope from the SSE frame %q: %v", env, err)
+		}
+		_ = json.Compact(&want, ev.AppendJSON(nil))
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("envelope from the SSE frame %q, want %q", got.Bytes(), want.Bytes())
+		}
+		out := appendWSEvent(nil, ev.Position(), env)
+		var m struct {
+			V     int             `json:"v"`
+			Kind  string          `json:"kind"`
+			ID    string          `json:"id"`
+			Room  string          `json:"room"`
+			Seq   uint64          `json:"seq"`
+			Body  json.RawMessage `json:"body"`
+			Epoch string          `json:"epoch"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("frame %q: %v", out, err)
+		}
+		if m.V != 1 || m.Kind != "event" || m.ID != ev.ID() || m.Room != room || m.Seq != seq || m.Epoch != epoch {
+			t.Fatalf("frame %q", out)
+		}
+	})
+}
+
+// FuzzCloseNotice: a pod notice parses only as "close <client> <session>" with a
+// valid client and session, and what parses formats back to itself.
+func FuzzCloseNotice(f *testing.F) {
+	f.Add("close rig-1 abcDEF_-1")
+	f.Add("close  rig-1 x y")
+	f.Add("open rig-1 s")
+	f.Fuzz(func(t *testing.T, n string) {
+		client, session, ok := parseCloseNotice(n)
+		if !ok {
+			return
+		}
+		if !validClientID(client) || !validSession(session) {
+			t.Fatalf("%q parsed as %q %q", n, client, session)
+		}
+		if c2, s2, ok := parseCloseNotice(closeNotice(client, session)); !ok || c2 != client || s2 != session {
+			t.Fatalf("%q does not round-trip", n)
+		}
+	})
+}

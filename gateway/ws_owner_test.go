@@ -1,0 +1,240 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway"
+)
+
+// fakeOwners is a fleet's client registry in the test: claims by boot order, pod
+// notices through channels, and hooks that hold calls so a test forces an order.
+type fakeOwners struct {
+	mu       sync.Mutex
+	entries  map[string]fakeOwner
+	notices  map[string]chan string
+	drop     bool                         // lose every notice (delivery is at most once)
+	onRefres func(client, session string) // runs before a refresh is decided
+}
+
+type fakeOwner struct {
+	boot, session, pod string
+	since              time.Time
+}
+
+func newFakeOwners() *fakeOwners {
+	return &fakeOwners{entries: map[string]fakeOwner{}, notices: map[string]chan string{}}
+}
+
+func (f *fakeOwners) ch(pod string) chan string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.notices[pod]
+	if c == nil {
+		c = make(chan string, 16)
+		f.notices[pod] = c
+	}
+	return c
+}
+
+func (f *fakeOwners) ClaimClient(_ context.Context, client, boot, session, pod string, _ time.Duration) (string, string, bool, error) {
+	f.mu.Lock()
+	e, ok := f.entries[client]
+	superseded := ok && e.boot > boot
+	if !superseded {
+		f.entries[client] = fakeOwner{boot: boot, session: session, pod: pod, since: time.Now()}
+	}
+	f.mu.Unlock()
+	return e.pod, e.session, superseded, nil
+}
+
+func (f *fakeOwners) RefreshClient(_ context.Context, client, session string, _ time.Duration) (bool, error) {
+	f.mu.Lock()
+	hook := f.onRefres
+	f.mu.Unlock()
+	if hook != nil {
+		hook(client, session)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.entries[client]
+	return ok && e.session == session, nil
+}
+
+func (f *fakeOwners) ReleaseClient(_ context.Context, client, session string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.entries[client]; ok && e.session == session {
+		delete(f.entries, client)
+	}
+	return nil
+}
+
+func (f *fakeOwners) ClientOwner(_ context.Context, client string) (string, string, string, time.Time, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.entries[client]
+	return e.boot, e.session, e.pod, e.since, ok, nil
+}
+
+func (f *fakeOwners) NotifyPod(_ context.Context, pod, notice string) error {
+	f.mu.Lock()
+	drop := f.drop
+	f.mu.Unlock()
+	if !drop {
+		f.ch(pod) <- notice
+	}
+	return nil
+}
+
+func (f *fakeOwners) PodNotices(ctx context.Context, pod string, fn func(string)) error {
+	c := f.ch(pod)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-c:
+			fn(n)
+		}
+	}
+}
+
+func (f *fakeOwners) owner(client string) fakeOwner {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.entries[client]
+}
+
+// newOwnedPod is a pod named id over the shared registry, watching its notices.
+func newOwnedPod(t *testing.T, id string, owners *fakeOwners, ttl time.Duration) *pod {
+	t.Helper()
+	p := newPod(t, podConfig{gw: gateway.Config{PodID: id, Owners: owners, OwnerTTL: ttl}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.srv.WatchOwners(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+var (
+	bootOld = testBoot(1_700_000_000_000, 1)
+	bootNew = testBoot(1_700_000_000_500, 2)
+)
+
+func TestWSOwnerOnAnotherPodIsClosedWith4409(t *testing.T) {
+	owners := newFakeOwners()
+	a := newOwnedPod(t, "pod-a", owners, time.Minute)
+	b := newOwnedPod(t, "pod-b", owners, time.Minute)
+
+	first := dialWS(t, a)
+	first.welcome("rig-7", bootOld, map[string]string{"cmd": ""})
+	// The same process reconnects to the other pod: an equal boot takes over.
+	second := dialWS(t, b)
+	w := second.welcome("rig-7", bootOld, map[string]string{"cmd": ""})
+	first.wantClose(4409)
+	if o := owners.owner("rig-7"); o.pod != "pod-b" || o.session != w.Session {
+		t.Fatalf("owner %+v, want pod-b %s", o, w.Session)
+	}
+	// Pod a sees the client on pod b.
+	status, ci := a.client(t, "rig-7")
+	if status != http.StatusOK || ci.Local || ci.Pod != "pod-b" || ci.Session != w.Session || ci.Boot != bootOld {
+		t.Fatalf("pod a's view: %d %+v", status, ci)
+	}
+
+	// A newer boot (the process restarted) takes over again, back on pod a.
+	third := dialWS(t, a)
+	w3 := third.welcome("rig-7", bootNew, map[string]string{"cmd": ""})
+	second.wantClose(4409)
+	// The older boot is refused while the newer one holds the client.
+	stale := dialWS(t, b)
+	stale.hello("rig-7", bootOld, map[string]string{"cmd": ""})
+	if frames := stale.wantClose(4409); len(frames) != 0 {
+		t.Fatalf("a superseded hello got %+v", frames)
+	}
+	if o := owners.owner("rig-7"); o.session != w3.Session {
+		t.Fatalf("owner %+v, want %s", o, w3.Session)
+	}
+
+	// An operator closes it from the other pod: pod a closes it with 4409.
+	res := do(t, http.MethodPost, b.admin.URL+"/admin/clients/rig-7/close", "")
+	if res.status != http.StatusAccepted {
+		t.Fatalf("close from pod b: %d %s", res.status, res.body)
+	}
+	third.wantClose(4409)
+	if res := do(t, http.MethodPost, a.admin.URL+"/admin/clients/rig-7/close", ""); res.status != http.StatusNotFound {
+		t.Fatalf("close of a gone client: %d %s", res.status, res.body)
+	}
+}
+
+// TestWSStaleRefreshAfterTakeoverCloses4409 forces the order: connection A holds
+// the client and its refresh is held in the registry; B takes over (its notice to
+// A's pod is lost); then A's refresh lands. It is refused, A is closed with 4409,
+// and B keeps the client.
+func TestWSStaleRefreshAfterTakeoverCloses4409(t *testing.T) {
+	owners := newFakeOwners()
+	owners.drop = true
+	a := newOwnedPod(t, "pod-a", owners, 30*time.Millisecond)
+	b := newOwnedPod(t, "pod-b", owners, time.Minute)
+
+	held := make(chan string, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	owners.mu.Lock()
+	owners.onRefres = func(client, session string) {
+		if client != "rig-9" {
+			return
+		}
+		once.Do(func() {
+			held <- session
+			<-release
+		})
+	}
+	owners.mu.Unlock()
+
+	first := dialWS(t, a)
+	wa := first.welcome("rig-9", bootOld, map[string]string{"cmd": ""})
+	if s := <-held; s != wa.Session {
+		t.Fatalf("held refresh of %s, want %s", s, wa.Session)
+	}
+	second := dialWS(t, b)
+	wb := second.welcome("rig-9", bootNew, map[string]string{"cmd": ""})
+	close(release)
+	first.wantClose(4409)
+	if o := owners.owner("rig-9"); o.session != wb.Session || o.pod != "pod-b" {
+		t.Fatalf("owner %+v, want B %s", o, wb.Session)
+	}
+	// B is still served.
+	id := b.publish(t, "cmd", `"go"`)
+	if m := second.next(); m.Kind != "event" || m.ID != id {
+		t.Fatalf("B got %+v", m)
+	}
+}
+
+// TestWSOwnerOnOnePod: without a fleet registry the pod keeps one owner per client:
+// a newer or equal boot takes over and the old connection is closed with 4409; an
+// older boot is refused with 4409.
+func TestWSOwnerOnOnePod(t *testing.T) {
+	p := newPod(t, podConfig{})
+	first := dialWS(t, p)
+	first.welcome("solo", bootOld, map[string]string{"a": ""})
+	second := dialWS(t, p)
+	second.welcome("solo", bootNew, map[string]string{"a": ""})
+	first.wantClose(4409)
+	stale := dialWS(t, p)
+	stale.hello("solo", bootOld, map[string]string{"a": ""})
+	stale.wantClose(4409)
+	third := dialWS(t, p)
+	third.welcome("solo", bootNew, map[string]string{"a": ""})
+	second.wantClose(4409)
+	res := do(t, http.MethodPost, p.admin.URL+"/admin/clients/solo/close", "")
+	if res.status != http.StatusOK {
+		t.Fatalf("close: %d %s", res.status, res.body)
+	}
+	third.wantClose(4409)
+	if status, _ := p.client(t, "solo"); status != http.StatusNotFound {
+		t.Fatalf("closed client still listed: %d", status)
+	}
+}

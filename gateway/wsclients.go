@@ -1,0 +1,206 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// One owner per client id: a hello claims the client in the owners registry (the
+// fleet's, or the pod's own), the connection it displaced is closed with 4409 on
+// whichever pod holds it, and the claim is refreshed every OwnerTTL/3 while
+// connected. A refresh that finds another owner closes the connection with 4409.
+
+// registerWSMetrics registers the WebSocket transport's metrics.
+func (s *Server) registerWSMetrics(reg prometheus.Registerer) error {
+	s.wsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "roomcast_ws_closed_total", Help: "WebSocket connections ended, by close code (none: the peer went away or the socket broke).",
+	}, []string{"code"})
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "roomcast_ws_connections", Help: "Open WebSocket connections.",
+	}, func() float64 { return float64(s.wsOpen.Load()) })
+	for _, c := range []prometheus.Collector{s.wsClosed, open} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wsLocal returns the pod's connection of client, if it has one.
+func (s *Server) wsLocal(client string) *wsConn {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	return s.wsByClient[client]
+}
+
+// claim makes the connection its client's owner and closes the one it displaced.
+func (wc *wsConn) claim() (websocket.StatusCode, string) {
+	s := wc.s
+	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	prevPod, prevSession, superseded, err := s.owners.ClaimClient(ctx, wc.client, wc.boot, wc.session, s.cfg.PodID, s.cfg.OwnerTTL)
+	if err != nil {
+		s.cfg.Logger.Warn("websocket client not claimed", "client", wc.client, "err", err)
+		return wsTryAgainLater, "the client registry is unavailable: reconnect later"
+	}
+	if superseded {
+		return wsSuperseded, "superseded: a newer boot of this client is connected"
+	}
+	s.wsMu.Lock()
+	old := s.wsByClient[wc.client]
+	s.wsByClient[wc.client] = wc
+	s.wsMu.Unlock()
+	if old != nil && old != wc {
+		old.kick(wsSuperseded, "superseded: the client connected again")
+	}
+	if prevSession != "" && prevSession != wc.session && prevPod != "" && prevPod != s.cfg.PodID {
+		if err := s.owners.NotifyPod(ctx, prevPod, closeNotice(wc.client, prevSession)); err != nil {
+			// Its next refresh fails and closes it.
+			s.cfg.Logger.Warn("websocket owner's pod not notified", "client", wc.client, "pod", prevPod, "err", err)
+		}
+	}
+	return 0, ""
+}
+
+// refresh extends the connection's claim; false (and a 4409 kick) when another
+// connection owns the client now. A registry that cannot be reached keeps the
+// connection: the next refresh decides.
+func (wc *wsConn) refresh() bool {
+	s := wc.s
+	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	owner, err := s.owners.RefreshClient(ctx, wc.client, wc.session, s.cfg.OwnerTTL)
+	if err != nil {
+		s.cfg.Logger.Warn("websocket client not refreshed", "client", wc.client, "err", err)
+		return true
+	}
+	if !owner {
+		wc.kick(wsSuperseded, "superseded: another connection owns this client")
+		return false
+	}
+	return true
+}
+
+// unregister forgets the connection on the pod and releases its claim, if it still
+// holds it.
+func (wc *wsConn) unregister() {
+	s := wc.s
+	s.wsMu.Lock()
+	if s.wsByClient[wc.client] == wc {
+		delete(s.wsByClient, wc.client)
+	}
+	s.wsMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.PublishTimeout)
+	defer cancel()
+	if err := s.owners.ReleaseClient(ctx, wc.client, wc.session); err != nil {
+		s.cfg.Logger.Warn("websocket client not released", "client", wc.client, "err", err)
+	}
+}
+
+// clientBody is GET /admin/clients/{id}: the client's connection on this pod, or
+// where the fleet's registry says it is.
+type clientBody struct {
+	Client         string `json:"client"`
+	Pod            string `json:"pod"`
+	Boot           string `json:"boot"`
+	Session        string `json:"session"`
+	Local          bool   `json:"local"`
+	ConnectedSince string `json:"connected_since"`
+	// The rest is known on the pod that holds the connection only.
+	Rooms          map[string]clientRoomBody `json:"rooms,omitempty"`
+	Unacknowledged int64                     `json:"unacknowledged"`
+	LastFrameAt    string                    `json:"last_frame_at,omitempty"`
+}
+
+type clientRoomBody struct {
+	Delivered      string `json:"delivered"`
+	LastAck        string `json:"last_ack"` // "" before the first ack
+	Unacknowledged int64  `json:"unacknowledged"`
+}
+
+var errBadClient = newError(http.StatusBadRequest, "invalid_client", "client ids are 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -")
+
+func errNoClient(id string) *apiError {
+	return newError(http.StatusNotFound, "not_found", "no live connection of client "+id)
+}
+
+// local describes the pod's own connection.
+func (wc *wsConn) describe() clientBody {
+	b := clientBody{Client: wc.client, Pod: wc.s.cfg.PodID, Boot: wc.boot, Session: wc.session, Local: true,
+		ConnectedSince: wc.since.UTC().Format(time.RFC3339Nano), Rooms: map[string]clientRoomBody{},
+		LastFrameAt: time.Unix(0, wc.lastSeen.Load()).UTC().Format(time.RFC3339Nano)}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	for name, st := range wc.state {
+		rb := clientRoomBody{Delivered: st.sent.String(), Unacknowledged: st.unacked}
+		if st.acked {
+			rb.LastAck = st.ack.String()
+		}
+		b.Rooms[name] = rb
+		b.Unacknowledged += st.unacked
+	}
+	return b
+}
+
+func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if !validClientID(id) {
+		writeError(w, errBadClient)
+		return
+	}
+	if wc := s.wsLocal(id); wc != nil {
+		writeJSON(w, http.StatusOK, wc.describe())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
+	defer cancel()
+	boot, session, pod, since, ok, err := s.owners.ClientOwner(ctx, id)
+	switch {
+	case err != nil:
+		s.cfg.Logger.Warn("client owner not read", "client", id, "err", err)
+		writeError(w, unavailable("the client registry is unavailable; retry"))
+	case !ok:
+		writeError(w, errNoClient(id))
+	default:
+		writeJSON(w, http.StatusOK, clientBody{Client: id, Pod: pod, Boot: boot, Session: session,
+			ConnectedSince: since.UTC().Format(time.RFC3339Nano)})
+	}
+}
+
+// adminClientClose ends the client's connection with 4409, here or, through the
+// registry, on the pod that holds it.
+func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if !validClientID(id) {
+		writeError(w, errBadClient)
+		return
+	}
+	if wc := s.wsLocal(id); wc != nil {
+		wc.kick(wsSuperseded, "closed by an operator")
+		s.cfg.Logger.Info("websocket client closed by an operator", "client", id)
+		writeJSON(w, http.StatusOK, map[string]string{"client": id, "pod": s.cfg.PodID, "closed": "here"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
+	defer cancel()
+	_, session, pod, _, ok, err := s.owners.ClientOwner(ctx, id)
+	if err == nil && ok && pod != s.cfg.PodID {
+		err = s.owners.NotifyPod(ctx, pod, closeNotice(id, session))
+	}
+	switch {
+	case err != nil:
+		s.cfg.Logger.Warn("client close not sent", "client", id, "err", err)
+		writeError(w, unavailable("the client registry is unavailable; retry"))
+	case !ok || pod == s.cfg.PodID:
+		// Owned here by a connection that has just ended, or by nobody.
+		writeError(w, errNoClient(id))
+	default:
+		s.cfg.Logger.Info("websocket client close sent to its pod", "client", id, "pod", pod)
+		writeJSON(w, http.StatusAccepted, map[string]string{"client": id, "pod": pod, "closed": "notified"})
+	}
+}

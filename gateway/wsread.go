@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// The reading side of a WebSocket connection: its own goroutine reads the client's
+// frames, hands the hello to the writer and serves the rest one at a time, so that
+// answers keep the order of the frames they answer.
+
+// read reads the client's frames until the connection ends: the hello goes to the
+// writer; acks, publishes and pings are served here, one at a time.
+func (wc *wsConn) read() {
+	defer close(wc.readDone)
+	helloSeen := false
+	for {
+		typ, p, err := wc.c.Read(wc.ctx)
+		if err != nil {
+			return
+		}
+		wc.lastSeen.Store(time.Now().UnixNano())
+		if typ != websocket.MessageText {
+			if !helloSeen {
+				wc.kick(wsBadHello, "bad hello: frames are JSON text messages")
+				return
+			}
+			wc.send(wsErrorOf("", "", newError(0, "invalid_frame", "frames are JSON text messages")))
+			continue
+		}
+		f, err := decodeWSFrame(p)
+		if !helloSeen {
+			if err != nil {
+				wc.kick(wsBadHello, "bad hello: "+err.Error())
+				return
+			}
+			helloSeen = true
+			select {
+			case wc.helloCh <- f:
+			default:
+			}
+			select {
+			case <-wc.welcomed:
+				continue
+			case <-wc.kicked:
+			case <-wc.ctx.Done():
+			}
+			// The hello was refused: read on until the close handshake ends.
+			continue
+		}
+		if err != nil {
+			wc.send(wsErrorOf("", "", newError(0, "invalid_frame", err.Error())))
+			continue
+		}
+		wc.serve(f)
+	}
+}
+
+// serve answers one frame after the hello.
+func (wc *wsConn) serve(f wsFrame) {
+	switch f.Kind {
+	case wsAck:
+		if aerr := wc.ack(f); aerr != nil {
+			wc.send(wsErrorOf("", f.Room, aerr))
+		}
+	case wsPublish:
+		wc.send(wc.publish(f))
+	case wsPing:
+		pong := wsPongFrame{V: wsVersion, Kind: wsPong}
+		if len(f.Data) <= maxPingData {
+			pong.Data = f.Data
+		}
+		wc.send(wsJSON(pong))
+	case wsHello:
+		wc.send(wsErrorOf("", "", newError(0, "unexpected_hello", "the connection has said hello already")))
+	default:
+		kind := f.Kind
+		if len(kind) > 64 {
+			kind = kind[:64]
+		}
+		wc.send(wsErrorOf("", "", newError(0, "unknown_kind", "unknown frame kind "+quoteKind(kind)+": this gateway takes ack, publish and ping")))
+	}
+}
+
+func quoteKind(k string) string {
+	b := wsJSON(k)
+	return string(b)
+}
+
+var errBadAck = newError(0, "invalid_ack", "an ack names a room of the connection and an id it was delivered, <epoch>:<seq>")
+
+// ack records the client's last processed id in a room.
+func (wc *wsConn) ack(f wsFrame) *apiError {
+	pos, err := replay.ParsePosition(f.ID)
+	if err != nil || pos.Epoch == "" {
+		return errBadAck
+	}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	st := wc.state[f.Room]
+	if st == nil {
+		return errBadAck
+	}
+	if pos.Epoch == st.sent.Epoch {
+		if pos.Seq > st.sent.Seq {
+			return errBadAck
+		}
+		// Seqs are dense in an epoch: no more than the seqs after the ack are
+		// unacknowledged (fewer when a resync skipped some).
+		st.unacked = min(st.unacked, int64(st.sent.Seq-pos.Seq))
+	}
+	st.ack, st.acked = pos, true
+	return nil
+}
+
+// publish serves a publish frame with the HTTP publish's checks and errors, under
+// the upgrade request's credential; it returns the answer.
+func (wc *wsConn) publish(f wsFrame) []byte {
+	s := wc.s
+	if !validRef(f.Ref) {
+		return wsErrorOf("", f.Room, newError(0, "invalid_ref", "ref is at most 128 printable ASCII characters"))
+	}
+	msg, aerr := wc.parsePublish(f)
+	if aerr != nil {
+		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
+		return wsErrorOf(f.Ref, f.Room, aerr)
+	}
+	ev, aerr := s.append(wc.ctx, f.Room, msg)
+	if aerr != nil {
+		return wsErrorOf(f.Ref, f.Room, aerr)
+	}
+	return wsJSON(wsPublishedFrame{V: wsVersion, Kind: wsPublished, Ref: f.Ref, Room: ev.Room, ID: ev.ID(), Epoch: ev.Epoch, Seq: ev.Seq})
+}
+
+// parsePublish validates a publish frame in the order of an HTTP publish.
+func (wc *wsConn) parsePublish(f wsFrame) (replay.Message, *apiError) {
+	s := wc.s
+	if !replay.ValidRoom(f.Room) {
+		return replay.Message{}, errBadRoom
+	}
+	p, aerr := s.publisher(wc.r)
+	if aerr != nil {
+		return replay.Message{}, aerr
+	}
+	if aerr := s.mayPublish(p, f.Room); aerr != nil {
+		return replay.Message{}, aerr
+	}
+	if f.Type != "" && !replay.ValidType(f.Type) {
+		return replay.Message{}, typeError(f.Type)
+	}
+	if f.IdempotencyKey != "" && !validIdempotencyKey(f.IdempotencyKey) {
+		return replay.Message{}, newError(0, "invalid_idempotency_key", "idempotency_key must be 1 to 255 printable ASCII characters")
+	}
+	if len(f.Body) == 0 {
+		return replay.Message{}, errEmptyBody
+	}
+	body, aerr := encode("application/json", f.Body, s.cfg.MaxBody)
+	if aerr != nil {
+		return replay.Message{}, aerr
+	}
+	typ := f.Type
+	if typ == replay.DefaultType {
+		typ = ""
+	}
+	return replay.Message{Type: typ, Body: body, IdempotencyKey: f.IdempotencyKey}, nil
+}
