@@ -1,0 +1,64 @@
+package deploy_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestNginxProxiesWebSocket runs nginx.conf in front of a stand-in upstream that
+// accepts WebSocket connections on /ws and echoes one message: a client upgrades
+// through nginx and gets its message back, so the upgrade headers pass.
+func TestNginxProxiesWebSocket(t *testing.T) {
+	needNginx(t)
+	data, err := readBounded("nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ws" {
+			http.NotFound(w, r)
+			return
+		}
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		typ, msg, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		_ = c.Write(r.Context(), typ, msg)
+		_ = c.Close(websocket.StatusNormalClosure, "")
+	}))
+	defer up.Close()
+	upAddr := strings.TrimPrefix(up.URL, "http://")
+	addr, logs, stop, err := runNginx(func(listen string) string {
+		conf := listenRE.ReplaceAllString(string(data), "${1}listen "+listen+";")
+		return upstreamServerRE.ReplaceAllString(conf, "${1}server "+upAddr+";")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", nil)
+	if err != nil {
+		t.Fatalf("upgrade through nginx: %v\n%s", err, logs())
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"v":1,"kind":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := c.Read(ctx)
+	if err != nil || string(got) != `{"v":1,"kind":"ping"}` {
+		t.Fatalf("echo through nginx: %q, %v\n%s", got, err, logs())
+	}
+}
