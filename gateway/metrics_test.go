@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -443,14 +444,30 @@ func TestMetricsBuildInfo(t *testing.T) {
 func TestGoCollectorHasSchedLatencies(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(gateway.GoCollector())
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() == "go_sched_latencies_seconds" {
-			return
+	// schedCount is how many goroutine schedulings the histogram has seen.
+	schedCount := func() uint64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, f := range fams {
+			if f.GetName() == "go_sched_latencies_seconds" {
+				return f.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		t.Fatal("no go_sched_latencies_seconds")
+		return 0
 	}
-	t.Fatal("no go_sched_latencies_seconds")
+	before := schedCount()
+	// Goroutines that wait to run are what it measures: start some, and let the
+	// runtime's sampled histogram see them.
+	replaytest.Eventually(t, 10*time.Second, "go_sched_latencies_seconds moved", func() bool {
+		var wg sync.WaitGroup
+		for range 1000 {
+			wg.Add(1)
+			go func() { defer wg.Done(); runtime.Gosched() }()
+		}
+		wg.Wait()
+		return schedCount() > before
+	})
 }
