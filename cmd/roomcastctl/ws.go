@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/roomcast/roomcast/replay"
+)
+
+// wsOptions are ws's own flags.
+type wsOptions struct {
+	client       string
+	followResync bool
+	count        int
+}
+
+func wsCommand() *command {
+	var o wsOptions
+	host, _ := os.Hostname()
+	return &command{
+		name:    "ws",
+		args:    "ROOM[=ID]...",
+		summary: "follow rooms over one WebSocket connection, acknowledging each event",
+		detail: `
+Holds one WebSocket connection (GET /ws) for every ROOM, each from the id after =
+(none: from now). Prints each event as tail does ("<id> <type> <body>"; --json:
+{"room","id","type","body"}) and acknowledges it. When the server closes the
+connection for a drain, a slow consumer or a shutdown (1012, 1013, 1001) or the
+connection breaks, it connects again with the same client id and boot and resumes
+every room from its last id. Another connection of the same client id taking over
+(4409) ends it with exit code 1, as does a bad hello, a refused credential or grant,
+and a resync unless --follow-resync. --token is sent as the bearer credential.`,
+		examples: `  roomcastctl ws orders alerts
+  roomcastctl ws orders=k3x9q:41 --client rig-0414 --json | jq .body
+  roomcastctl ws orders --count 1     # wait for one event, then exit`,
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&o.client, "client", "roomcastctl."+sanitizeClient(host), "the client `ID` that owns the connection across the fleet")
+			fs.BoolVar(&o.followResync, "follow-resync", false, "keep following after a resync instead of exiting 1")
+			fs.IntVar(&o.count, "count", 0, "exit 0 after printing `N` events (0: follow until interrupted)")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error { return c.ws(ctx, args, o) },
+	}
+}
+
+// sanitizeClient keeps the characters a client id may hold.
+func sanitizeClient(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x80 && (r == '.' || r == '_' || r == '-' || r == '~' || r == ':' ||
+			(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
+			b.WriteRune(r)
+		}
+		if b.Len() >= 100 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "host"
+	}
+	return b.String()
+}
+
+// wsFrame is what ws reads of the server's frames.
+type wsFrame struct {
+	Kind    string          `json:"kind"`
+	Room    string          `json:"room"`
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Body    json.RawMessage `json:"body"`
+	Error   string          `json:"error"`
+	Message string          `json:"message"`
+}
+
+// wsClosed is a connection the server closed for good (not a drain or a slow
+// consumer): exit code 1.
+type wsClosed struct {
+	code   websocket.StatusCode
+	reason string
+}
+
+func (e *wsClosed) Error() string {
+	return fmt.Sprintf("the server closed the connection with %d: %s", int(e.code), printable(e.reason, 200))
+}
+
+func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
+	if len(args) == 0 {
+		return usagef("ws takes at least one ROOM")
+	}
+	if !replay.ValidClient(o.client) {
+		return usagef("--client: 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -")
+	}
+	if o.count < 0 {
+		return usagef("--count must not be negative")
+	}
+	from := make(map[string]string, len(args))
+	for _, a := range args {
+		room, id, _ := strings.Cut(a, "=")
+		if !replay.ValidRoom(room) {
+			return usagef("invalid room name %q: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", printable(room, 140))
+		}
+		if id != "" && !headerSafe(id, 256) {
+			return usagef("%s: an id is <epoch>:<seq> or <seq>", printable(room, 140))
+		}
+		from[room] = id
+	}
+	target := "ws" + strings.TrimPrefix(c.url, "http") + "/ws"
+	boot := replay.NewBoot(time.Now())
+	printed := 0
+	const minWait, maxWait = 500 * time.Millisecond, 30 * time.Second
+	wait := minWait
+	for attempt := 0; ; attempt++ {
+		delivered, err := c.wsOnce(ctx, target, o, boot, from, &printed)
+		var closed *wsClosed
+		switch {
+		case err == nil || errors.Is(err, errStop):
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &closed), errors.As(err, new(*resyncError)), errors.As(err, new(*refusedError)):
+			return err
+		case attempt == 0 && !delivered && errors.As(err, new(*unreachableError)):
+			return err
+		}
+		if delivered {
+			wait = minWait // a connection that worked resets the backoff
+		}
+		d := wait/2 + rand.N(wait/2+1)
+		fmt.Fprintf(c.io.err, "roomcastctl ws: %s; reconnecting in %s\n", printable(err.Error(), 300), d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+		wait = min(2*wait, maxWait)
+	}
+}
+
+// wsOnce holds one connection until it ends; from follows every room's last id.
+// delivered reports whether the connection got as far as the welcome.
+func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot string, from map[string]string, printed *int) (delivered bool, err error) {
+	header := http.Header{}
+	if c.token != "" {
+		header.Set("Authorization", "Bearer "+c.token)
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.timeout)
+	conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{HTTPClient: &http.Client{Transport: c.transport}, HTTPHeader: header})
+	cancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			se := readError(resp)
+			if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+				return false, se // retried: a draining or busy pod
+			}
+			return false, &refusedError{se}
+		}
+		return false, &unreachableError{err: err}
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(16 << 20)
+	hello, _ := json.Marshal(map[string]any{"v": 1, "kind": "hello", "client": o.client, "boot": boot, "rooms": from})
+	if err := conn.Write(ctx, websocket.MessageText, hello); err != nil {
+		return false, err
+	}
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			switch code := websocket.CloseStatus(err); code {
+			case -1, websocket.StatusGoingAway, websocket.StatusServiceRestart, websocket.StatusTryAgainLater:
+				return delivered, fmt.Errorf("the connection ended (%d)", int(code))
+			default:
+				var ce websocket.CloseError
+				errors.As(err, &ce)
+				return delivered, &wsClosed{code: code, reason: ce.Reason}
+			}
+		}
+		var f wsFrame
+		if json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		switch f.Kind {
+		case "welcome":
+			delivered = true
+		case "event":
+			c.printEvent(f.Room, streamEvent{ID: f.ID, Type: f.Type, Data: data})
+			from[f.Room] = f.ID
+			ack, _ := json.Marshal(map[string]any{"v": 1, "kind": "ack", "room": f.Room, "id": f.ID})
+			if err := conn.Write(ctx, websocket.MessageText, ack); err != nil {
+				return delivered, err
+			}
+			if *printed++; o.count > 0 && *printed >= o.count {
+				_ = conn.Close(websocket.StatusNormalClosure, "done")
+				return delivered, errStop
+			}
+		case "resync":
+			c.printEvent(f.Room, streamEvent{ID: f.ID, Type: "resync", Data: data})
+			from[f.Room] = f.ID
+			if !o.followResync {
+				return delivered, &resyncError{id: printable(f.ID, 300)}
+			}
+		case "error":
+			fmt.Fprintf(c.io.err, "roomcastctl ws: %s: %s\n", printable(f.Error, 64), printable(f.Message, 300))
+		}
+	}
+}
+
+// refusedError is a WebSocket handshake the server answered with a 4xx: not
+// retried, exit code 1.
+type refusedError struct{ *serverError }

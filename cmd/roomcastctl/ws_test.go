@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay/replaytest"
+)
+
+// TestWSReplaysThenFollows: ws resumes a room from an id over one WebSocket
+// connection, prints the history after it, then live events, in order, and exits 0
+// after --count.
+func TestWSReplaysThenFollows(t *testing.T) {
+	p := startPod(t)
+	c := newCtl(t, "ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_ADMIN_URL", p.Admin)
+	var ids []string
+	publish := func(n int) {
+		r := c.run("", "publish", "orders", fmt.Sprintf(`{"n":%d}`, n))
+		if r.code != exitOK {
+			t.Fatalf("publish %d: exit %d, stderr %s", n, r.code, r.errOut)
+		}
+		ids = append(ids, strings.TrimSpace(r.out))
+	}
+	for n := 1; n <= 3; n++ {
+		publish(n)
+	}
+	ws := c.start("ws", "orders="+ids[0], "quiet", "--count", "4", "--client", "ctl-test")
+	for i := 1; i < 3; i++ {
+		if got, want := ws.line(t, 20*time.Second), fmt.Sprintf(`%s message {"n":%d}`, ids[i], i+1); got != want {
+			t.Fatalf("replayed line %d = %q, want %q", i, got, want)
+		}
+	}
+	publish(4)
+	publish(5)
+	for i := 3; i < 5; i++ {
+		if got, want := ws.line(t, 20*time.Second), fmt.Sprintf(`%s message {"n":%d}`, ids[i], i+1); got != want {
+			t.Fatalf("live line %d = %q, want %q", i, got, want)
+		}
+	}
+	if code := ws.exit(t, 20*time.Second); code != exitOK {
+		t.Fatalf("ws exit %d after --count, want 0", code)
+	}
+}
+
+// TestWSResumesAcrossShed: a pod that sheds the connection half way through a burst
+// (1012) gets it back, and every room goes on from its last id: no gap, no
+// duplicate.
+func TestWSResumesAcrossShed(t *testing.T) {
+	p := startPod(t)
+	c := newCtl(t, "ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_ADMIN_URL", p.Admin)
+	const rounds, perRound = 3, 30
+	ws := c.start("--json", "ws", "feed", "--client", "ctl-shed")
+	var tr gatewaytest.Tracker
+	tr.ExpectFirst(1)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	seen := 0
+	for round := range rounds {
+		replaytest.Eventually(t, 20*time.Second, "ws connected", func() bool { return connections(t, p) == 1 })
+		for i := range perRound {
+			resp, err := hc.Post(p.Public+"/rooms/feed/events", "application/json", strings.NewReader(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("publish: %s", resp.Status)
+			}
+			if i == perRound/2 {
+				if r := c.run("", "shed", "1", "--json"); r.code != exitOK || strings.TrimSpace(r.out) != `{"closed":1}` {
+					t.Fatalf("shed: exit %d, out %q, stderr %s", r.code, r.out, r.errOut)
+				}
+			}
+		}
+		for seen < (round+1)*perRound {
+			l := parseTail(t, ws.line(t, 20*time.Second))
+			epoch, seq := splitID(t, l.ID)
+			if l.Room != "feed" || l.Type != "message" {
+				t.Fatalf("ws printed %+v", l)
+			}
+			if v := tr.Observe(epoch, seq); v != gatewaytest.InOrder {
+				t.Errorf("seq %d: %s", seq, v)
+			}
+			seen++
+		}
+	}
+	if tr.Lossy() || tr.Last() != rounds*perRound {
+		t.Errorf("tracker: last %d, gaps %d, duplicates %d, late %d", tr.Last(), tr.Gaps(), tr.Duplicates, tr.Late)
+	}
+}
