@@ -21,13 +21,17 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-// The measurements below compare the WebSocket transport with SSE. They assert
-// nothing and run only with ROOMCAST_MEASURE=1: they take a while and their figures
-// depend on the machine.
+// The measurements below compare the WebSocket transport with SSE. Their figures
+// depend on the machine and are only printed. With ROOMCAST_MEASURE=1 they run at
+// full size (ROOMCAST_MEASURE_N overrides it); otherwise, as in CI, they run small,
+// which still fails on a connection or an event that does not arrive.
+
+// smokeN is the size of a measurement run without ROOMCAST_MEASURE=1.
+const smokeN = 20
 
 func measureN(t *testing.T, def int) int {
 	if os.Getenv("ROOMCAST_MEASURE") != "1" {
-		t.Skip("set ROOMCAST_MEASURE=1 to measure")
+		return smokeN
 	}
 	if v, err := strconv.Atoi(os.Getenv("ROOMCAST_MEASURE_N")); err == nil && v > 0 {
 		return v

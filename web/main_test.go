@@ -74,6 +74,9 @@ func findChromium() string {
 func requireBrowser(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("-short skips the browser tests; CI=true requires them to run")
+		}
 		t.Skip("browser test; skipped with -short")
 	}
 	if env.chromium == "" {
