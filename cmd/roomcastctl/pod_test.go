@@ -111,28 +111,10 @@ func TestTailResumesAcrossShed(t *testing.T) {
 	var tr gatewaytest.Tracker
 	tr.ExpectFirst(1)
 	tr.ResyncIsHead()
-	hc := &http.Client{Timeout: 10 * time.Second}
 	seen := 0
 	for round := range rounds {
 		replaytest.Eventually(t, 20*time.Second, "tail connected", func() bool { return connections(t, p) == 1 })
-		for i := range perRound {
-			resp, err := hc.Post(p.Public+"/rooms/orders/events", "application/json", strings.NewReader(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				t.Fatalf("publish: %s", resp.Status)
-			}
-			if i == perRound/2 {
-				// The pod ends the stream half way through the round: the rest of
-				// the round reaches tail from the log when it resumes.
-				r := c.run("", "shed", "1", "--json")
-				if r.code != exitOK || strings.TrimSpace(r.out) != `{"closed":1}` {
-					t.Fatalf("shed: exit %d, out %q, stderr %s", r.code, r.out, r.errOut)
-				}
-			}
-		}
+		publishRoundWithShed(t, c, p, "orders", round, perRound)
 		for seen < (round+1)*perRound {
 			l := parseTail(t, tail.line(t, 20*time.Second))
 			epoch, seq := splitID(t, l.ID)
@@ -368,5 +350,28 @@ func TestTailReauth(t *testing.T) {
 	}
 	if s := tail.errOut.String(); !strings.Contains(s, "reauth") || !strings.Contains(s, "401 unauthorized") {
 		t.Errorf("stderr %q", s)
+	}
+}
+
+// publishRoundWithShed publishes perRound events to room over HTTP and has the pod
+// shed its one stream half way through, so that the rest of the round reaches the
+// follower from the log when it resumes.
+func publishRoundWithShed(t *testing.T, c *ctl, p *gatewaytest.Process, room string, round, perRound int) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for i := range perRound {
+		resp, err := hc.Post(p.Public+"/rooms/"+room+"/events", "application/json", strings.NewReader(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("publish: %s", resp.Status)
+		}
+		if i == perRound/2 {
+			if r := c.run("", "shed", "1", "--json"); r.code != exitOK || strings.TrimSpace(r.out) != `{"closed":1}` {
+				t.Fatalf("shed: exit %d, out %q, stderr %s", r.code, r.out, r.errOut)
+			}
+		}
 	}
 }

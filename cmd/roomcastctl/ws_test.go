@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -56,25 +55,10 @@ func TestWSResumesAcrossShed(t *testing.T) {
 	ws := c.start("--json", "ws", "feed", "--client", "ctl-shed")
 	var tr gatewaytest.Tracker
 	tr.ExpectFirst(1)
-	hc := &http.Client{Timeout: 10 * time.Second}
 	seen := 0
 	for round := range rounds {
 		replaytest.Eventually(t, 20*time.Second, "ws connected", func() bool { return connections(t, p) == 1 })
-		for i := range perRound {
-			resp, err := hc.Post(p.Public+"/rooms/feed/events", "application/json", strings.NewReader(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				t.Fatalf("publish: %s", resp.Status)
-			}
-			if i == perRound/2 {
-				if r := c.run("", "shed", "1", "--json"); r.code != exitOK || strings.TrimSpace(r.out) != `{"closed":1}` {
-					t.Fatalf("shed: exit %d, out %q, stderr %s", r.code, r.out, r.errOut)
-				}
-			}
-		}
+		publishRoundWithShed(t, c, p, "feed", round, perRound)
 		for seen < (round+1)*perRound {
 			l := parseTail(t, ws.line(t, 20*time.Second))
 			epoch, seq := splitID(t, l.ID)
