@@ -69,13 +69,12 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
 		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{}}
 	if s.owners == nil {
-		// The log's registry: the fleet's in Redis, the pod's in memory. A log
-		// without one (a test's) gets the pod's own.
-		if o, ok := log.(replay.Owners); ok {
-			s.owners = logOwners{o}
-		} else {
-			s.owners = newPodOwners(maxPodClients)
+		// The log's registry: the fleet's in Redis, the pod's in memory.
+		o, ok := log.(replay.Owners)
+		if !ok {
+			return nil, errors.New("gateway: the log keeps no WebSocket client registry (replay.Owners): set Config.Owners")
 		}
+		s.owners = logOwners{o}
 	}
 	if s.auth == nil {
 		var keys []string

@@ -45,7 +45,7 @@ func FuzzDecodeWSFrame(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !validClientID(h.client) {
+		if !replay.ValidClient(h.client) {
 			t.Fatalf("client %q passed", h.client)
 		}
 		if b, ok := parseBoot(h.boot); !ok || b != h.boot || h.boot != strings.ToLower(h.boot) || h.boot[14] != '7' {
@@ -123,7 +123,7 @@ func FuzzCloseNotice(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !validClientID(client) || !validSession(session) {
+		if !replay.ValidClient(client) || !replay.ValidSession(session) {
 			t.Fatalf("%q parsed as %q %q", n, client, session)
 		}
 		if c2, s2, ok := parseCloseNotice(closeNotice(client, session)); !ok || c2 != client || s2 != session {

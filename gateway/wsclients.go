@@ -8,6 +8,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/roomcast/roomcast/replay"
 )
 
 // One owner per client id: a hello claims the client in the owners registry (the
@@ -149,7 +151,7 @@ func (wc *wsConn) describe() clientBody {
 
 func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if !validClientID(id) {
+	if !replay.ValidClient(id) {
 		writeError(w, errBadClient)
 		return
 	}
@@ -176,7 +178,7 @@ func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
 // registry, on the pod that holds it.
 func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if !validClientID(id) {
+	if !replay.ValidClient(id) {
 		writeError(w, errBadClient)
 		return
 	}

@@ -35,9 +35,8 @@ const (
 
 // Bounds of what a client sends.
 const (
-	maxClientIDLen = 128
-	maxRefLen      = 128
-	maxPingData    = 1 << 10
+	maxRefLen   = 128
+	maxPingData = 1 << 10
 )
 
 // wsFrame is a decoded client frame: the fields of every kind it may be.
@@ -101,7 +100,7 @@ func parseHello(f wsFrame, maxRooms int) (hello, error) {
 	if f.Kind != wsHello {
 		return hello{}, errors.New("the first frame must be a hello")
 	}
-	if !validClientID(f.Client) {
+	if !replay.ValidClient(f.Client) {
 		return hello{}, errors.New("client: 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -")
 	}
 	boot, ok := parseBoot(f.Boot)
@@ -135,23 +134,6 @@ func parseHello(f wsFrame, maxRooms int) (hello, error) {
 		h.from[i], h.resumed[i] = pos, true
 	}
 	return h, nil
-}
-
-// validClientID accepts 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -.
-func validClientID(id string) bool {
-	if len(id) == 0 || len(id) > maxClientIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '.', c == '_', c == '~', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // parseBoot validates a boot id, a UUIDv7 in canonical form (8-4-4-4-12 hex digits,

@@ -2,17 +2,17 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/roomcast/roomcast/replay"
 )
 
 // clientOwners is the registry of which connection owns each WebSocket client id:
 // one owner per client across the fleet. A hello claims the client; the owner
 // refreshes its claim while connected and releases it when it ends. It is what
-// replay.Owners provides, in builtin types only (cmd/gateway adapts one to the
-// other).
+// replay.Owners provides, in builtin types only (logOwners adapts one to the
+// other), so that tests can force orders with a fake.
 type clientOwners interface {
 	// ClaimClient makes (boot, session, pod) the owner of client when nobody owns
 	// it, or the registered boot is older than or equal to boot; prevPod and
@@ -34,87 +34,6 @@ type clientOwners interface {
 	PodNotices(ctx context.Context, pod string, fn func(notice string)) error
 }
 
-// podOwners is the registry of one pod, used when Config.Owners is nil: a client
-// has one owner on the pod, and no notices travel (there is no other pod).
-type podOwners struct {
-	now func() time.Time
-	max int
-
-	mu      sync.Mutex
-	entries map[string]podOwner
-}
-
-type podOwner struct {
-	boot, session, pod string
-	since, expires     time.Time
-}
-
-func newPodOwners(max int) *podOwners {
-	return &podOwners{now: time.Now, max: max, entries: map[string]podOwner{}}
-}
-
-var _ clientOwners = (*podOwners)(nil)
-
-// liveLocked returns client's entry unless it expired. The lock must be held.
-func (o *podOwners) liveLocked(client string) (podOwner, bool) {
-	e, ok := o.entries[client]
-	if ok && !o.now().Before(e.expires) {
-		delete(o.entries, client)
-		return podOwner{}, false
-	}
-	return e, ok
-}
-
-func (o *podOwners) ClaimClient(_ context.Context, client, boot, session, pod string, ttl time.Duration) (string, string, bool, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	e, ok := o.liveLocked(client)
-	if ok && e.boot > boot {
-		return e.pod, e.session, true, nil
-	}
-	if !ok && len(o.entries) >= o.max {
-		return "", "", false, fmt.Errorf("gateway: claim %q: the pod holds %d clients, as many as it may", client, o.max)
-	}
-	now := o.now()
-	o.entries[client] = podOwner{boot: boot, session: session, pod: pod, since: now, expires: now.Add(ttl)}
-	return e.pod, e.session, false, nil
-}
-
-func (o *podOwners) RefreshClient(_ context.Context, client, session string, ttl time.Duration) (bool, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	e, ok := o.liveLocked(client)
-	if !ok || e.session != session {
-		return false, nil
-	}
-	e.expires = o.now().Add(ttl)
-	o.entries[client] = e
-	return true, nil
-}
-
-func (o *podOwners) ReleaseClient(_ context.Context, client, session string) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if e, ok := o.entries[client]; ok && e.session == session {
-		delete(o.entries, client)
-	}
-	return nil
-}
-
-func (o *podOwners) ClientOwner(_ context.Context, client string) (string, string, string, time.Time, bool, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	e, ok := o.liveLocked(client)
-	return e.boot, e.session, e.pod, e.since, ok, nil
-}
-
-func (o *podOwners) NotifyPod(context.Context, string, string) error { return nil }
-
-func (o *podOwners) PodNotices(ctx context.Context, _ string, _ func(string)) error {
-	<-ctx.Done()
-	return nil
-}
-
 // closeNotice is the notice that asks a pod to close a client's connection:
 // "close <client> <session>".
 func closeNotice(client, session string) string { return "close " + client + " " + session }
@@ -122,29 +41,14 @@ func closeNotice(client, session string) string { return "close " + client + " "
 // parseCloseNotice reads a close notice; ok is false for anything else.
 func parseCloseNotice(n string) (client, session string, ok bool) {
 	f := strings.Fields(n)
-	if len(f) != 3 || f[0] != "close" || !validClientID(f[1]) || !validSession(f[2]) {
+	if len(f) != 3 || f[0] != "close" || !replay.ValidClient(f[1]) || !replay.ValidSession(f[2]) {
 		return "", "", false
 	}
 	return f[1], f[2], true
 }
 
-// validSession accepts 1 to 64 characters of A-Z a-z 0-9 _ -.
-func validSession(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // WatchOwners closes the pod's WebSocket connections that other pods displaced: it
-// serves the notices sent to this pod until ctx ends. Start it once per Server when
-// Config.Owners is set.
+// serves the notices sent to this pod until ctx ends. Start it once per Server.
 func (s *Server) WatchOwners(ctx context.Context) error {
 	return s.owners.PodNotices(ctx, s.cfg.PodID, func(n string) {
 		client, session, ok := parseCloseNotice(n)
@@ -157,6 +61,3 @@ func (s *Server) WatchOwners(ctx context.Context) error {
 		}
 	})
 }
-
-// maxPodClients bounds the pod's own client registry.
-const maxPodClients = 1 << 20
