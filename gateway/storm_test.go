@@ -18,15 +18,16 @@ import (
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
-// sinceCountingLog counts the history reads a pod makes: every Since call, shared or not.
+// sinceCountingLog counts the history reads a pod makes: every Since call, shared or
+// not. It is the Redis log in every other respect (its client registry included).
 type sinceCountingLog struct {
-	replay.Log
+	*replay.RedisLog
 	since atomic.Int64
 }
 
 func (l *sinceCountingLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
 	l.since.Add(1)
-	return l.Log.Since(ctx, room, after, limit)
+	return l.RedisLog.Since(ctx, room, after, limit)
 }
 
 // redisHistoryCalls reads node's INFO commandstats: the calls of the read-only function
@@ -128,7 +129,7 @@ func resumeStormIn(t *testing.T, addrs addrser, node *redistest.Node, room strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &sinceCountingLog{Log: rl}
+	log := &sinceCountingLog{RedisLog: rl}
 	p := newPodOn(t, log, podConfig{})
 	var last replay.Event
 	for i := range events {
