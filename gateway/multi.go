@@ -24,9 +24,6 @@ import (
 // token stays within replay.MaxTokenLen.
 const MaxRoomsPerStreamLimit = 64
 
-// minRoomBudget is the fewest items a room may take from its queue per write batch.
-const minRoomBudget = 8
-
 var (
 	errBadRooms = newError(http.StatusBadRequest, "invalid_rooms",
 		"name the stream's rooms as ?room=a&room=b, each 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
@@ -95,11 +92,8 @@ func (s *Server) muxHead(w http.ResponseWriter, r *http.Request) {
 
 // muxRoom is one room of a multiplexed stream.
 type muxRoom struct {
-	name string
-	m    *rooms.Member
-	q    <-chan *rooms.Item
-	sent replay.Position
-	enc  []byte // sent as the token's part: "." and the position
+	liveRoom
+	enc []byte // sent as the token's part: "." and the position
 }
 
 func (r *muxRoom) set(p replay.Position) {
@@ -117,6 +111,21 @@ type muxStream struct {
 	// beforeBatch, when set, runs before each live batch is gathered (tests hold it
 	// to let queues fill).
 	beforeBatch func()
+
+	batch liveBatch // the live batch being gathered
+}
+
+// room, full and add gather the stream's live batches (see roundRobin).
+func (ms *muxStream) room(i int) *liveRoom { return &ms.rooms[i].liveRoom }
+
+func (ms *muxStream) full() bool { return len(ms.batch.buf) >= batchBytes }
+
+func (ms *muxStream) add(i int, it *rooms.Item) {
+	b := &ms.batch
+	before := b.n
+	if b.buf, b.n = ms.appendItem(b.buf, b.n, &ms.rooms[i], it); b.n != before {
+		b.ts = append(b.ts, it.TS())
+	}
 }
 
 // appendID appends the frame's id line: the token of every room's sent position.
@@ -207,7 +216,7 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		ms.rooms = append(ms.rooms, muxRoom{name: name, m: m, q: m.Queue()})
+		ms.rooms = append(ms.rooms, muxRoom{liveRoom: liveRoom{name: name, m: m, q: m.Queue()}})
 	}
 	// The stream is one connection in /admin/stats, however many members it holds.
 	s.muxStreams.Add(1)
@@ -308,9 +317,8 @@ func (ms *muxStream) replay(ctx context.Context, i int) error {
 }
 
 // live serves every room's queue until the stream ends and returns why. A wake-up
-// gathers one batch: from each room in turn, starting one room further each batch,
-// at most the per-room budget; whatever is left is taken by the next batch, without
-// waiting for another ring.
+// gathers one batch round-robin over the rooms (see roundRobin); whatever is left is
+// taken by the next batch, without waiting for another ring.
 func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 	s := ms.s
 	quiet := s.cfg.Heartbeat / 2
@@ -322,10 +330,8 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 		}
 	})
 	defer stop()
-	budget := max(batchItems/len(ms.rooms), minRoomBudget)
-	next := 0
+	rr := newRoundRobin(len(ms.rooms))
 	more := true // items may have been queued before the bell was set
-	var reread []int
 	for {
 		if !more {
 			select {
@@ -347,59 +353,19 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 		if ms.beforeBatch != nil {
 			ms.beforeBatch()
 		}
-		more = false
-		bp := bufPool.Get().(*[]byte)
-		tp := tsPool.Get().(*[]int64)
-		buf, n, ts := (*bp)[:0], 0, (*tp)[:0]
-		reread = reread[:0]
-		k := 0
-		for ; k < len(ms.rooms) && len(buf) < batchBytes; k++ {
-			i := (next + k) % len(ms.rooms)
-			r := &ms.rooms[i]
-			taken, charged := 0, 0
-		room:
-			for taken < budget {
-				it, ok := tryRecv(&r.q, r.m)
-				if !ok {
-					break room
-				}
-				taken++
-				charged += r.m.Charge(it)
-				if readable(it, r.sent) {
-					reread = append(reread, i)
-					break room
-				}
-				before := n
-				if buf, n = ms.appendItem(buf, n, r, it); n != before {
-					ts = append(ts, it.TS())
-				}
-			}
-			r.m.ReleaseBytes(charged)
-			if taken == budget {
-				more = true
-			}
-		}
-		if k < len(ms.rooms) {
-			more = true // the batch filled up before every room had its turn
-			next = (next + k) % len(ms.rooms)
-		} else {
-			next = (next + 1) % len(ms.rooms)
-		}
+		ms.batch.borrow()
+		more = rr.gather(ms)
+		n := ms.batch.n
 		var err error
-		if len(buf) > 0 {
-			err = ms.sw.write(buf)
+		if len(ms.batch.buf) > 0 {
+			err = ms.sw.write(ms.batch.buf)
 		}
-		*bp = buf[:0]
-		putBuf(bp)
-		if err == nil {
-			s.observeDelivered(ts)
-		}
-		putTS(tp, ts)
+		s.settle(&ms.batch, err)
 		if err != nil {
 			return rooms.ReasonWriteFailed
 		}
 		s.countDelivered(n)
-		for _, i := range reread {
+		for _, i := range rr.reread {
 			// The room resynced past history this stream can still read: read it
 			// on from the log; the queue's copies are then skipped.
 			if err := ms.replay(ctx, i); err != nil {
@@ -414,22 +380,22 @@ func (ms *muxStream) live(ctx context.Context) rooms.Reason {
 // with the token, unless the room already sent its position.
 func (ms *muxStream) appendItem(buf []byte, n int, r *muxRoom, it *rooms.Item) ([]byte, int) {
 	s := ms.s
+	st := stepItem(it, r.sent)
 	switch {
-	case it.Fork:
+	case st.skip:
+		return buf, n
+	case st.fork:
 		s.m.resyncsSent.Inc()
 		r.set(it.Pos)
 		return ms.appendFrame(buf, ForkFrame(r.name, it.Pos)), n
-	case it.Pos.Epoch == r.sent.Epoch && it.Pos.Seq <= r.sent.Seq:
-		return buf, n
-	case it.Resync:
+	case st.resync:
 		s.m.resyncsSent.Inc()
-	case r.sent.Epoch != "" && it.Pos.Epoch != r.sent.Epoch:
-		s.m.resyncsSent.Inc()
-		at := replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}
-		r.set(at)
-		buf = ms.appendFrame(buf, ResyncFrame(r.name, at))
-		fallthrough
-	default:
+		r.set(st.resyncAt)
+		buf = ms.appendFrame(buf, ResyncFrame(r.name, st.resyncAt))
+	case !st.event:
+		s.m.resyncsSent.Inc() // a resync notice
+	}
+	if st.event {
 		n++
 	}
 	r.set(it.Pos)

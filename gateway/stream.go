@@ -340,9 +340,9 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 			}
 			// The batch buffer is borrowed only while there is something to write,
 			// so an idle stream holds none.
-			bp := bufPool.Get().(*[]byte)
-			tp := tsPool.Get().(*[]int64)
-			buf, n, taken, ts := (*bp)[:0], 0, 0, (*tp)[:0]
+			var b liveBatch
+			b.borrow()
+			taken := 0
 			reread := false
 			for {
 				if readable(it, sent) {
@@ -350,12 +350,12 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 					taken += m.Charge(it)
 					break
 				}
-				k := n
-				if buf, n = s.appendItem(buf, n, it, room, &sent); n != k {
-					ts = append(ts, it.TS())
+				k := b.n
+				if b.buf, b.n = s.appendItem(b.buf, b.n, it, room, &sent); b.n != k {
+					b.ts = append(b.ts, it.TS())
 				}
 				taken += m.Charge(it)
-				if len(buf) >= batchBytes || n >= batchItems {
+				if len(b.buf) >= batchBytes || b.n >= batchItems {
 					break
 				}
 				if it, ok = tryRecv(&q, m); ok {
@@ -364,16 +364,12 @@ func (s *Server) live(ctx context.Context, sw *streamWriter, m *rooms.Member, se
 				break
 			}
 			m.ReleaseBytes(taken)
+			n := b.n
 			var err error
-			if len(buf) > 0 {
-				err = sw.write(buf)
+			if len(b.buf) > 0 {
+				err = sw.write(b.buf)
 			}
-			*bp = buf[:0]
-			putBuf(bp)
-			if err == nil {
-				s.observeDelivered(ts)
-			}
-			putTS(tp, ts)
+			s.settle(&b, err)
 			if err != nil {
 				return rooms.ReasonWriteFailed
 			}

@@ -79,6 +79,8 @@ type wsConn struct {
 
 	rooms    []wsRoom // the writer's
 	releases []func() // the anonymous cap's rooms it holds
+	batch    liveBatch
+	ends     []int // where each frame of the batch ends in batch.buf
 
 	mu    sync.Mutex
 	state map[string]*wsRoomState
@@ -86,11 +88,9 @@ type wsConn struct {
 
 // wsRoom is one room of a connection, as the writer sees it.
 type wsRoom struct {
-	name string
-	m    *rooms.Member
-	q    <-chan *rooms.Item
-	sent replay.Position
-	st   *wsRoomState
+	liveRoom
+	st      *wsRoomState
+	batched int // the events of the live batch being gathered
 }
 
 // wsRoomState is what a connection delivered and had acknowledged in one room,
@@ -419,7 +419,7 @@ func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 			s.cfg.Logger.Warn("websocket join failed", "room", name, "err", err)
 			return wsTryAgainLater, "room " + name + " is unavailable now"
 		}
-		wc.rooms = append(wc.rooms, wsRoom{name: name, m: m, q: m.Queue()})
+		wc.rooms = append(wc.rooms, wsRoom{liveRoom: liveRoom{name: name, m: m, q: m.Queue()}})
 	}
 	return 0, ""
 }
@@ -499,19 +499,17 @@ func (wc *wsConn) delivered(r *wsRoom, pos replay.Position, n int) {
 // readyNow is always ready to receive from: closed.
 var readyNow = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// live serves the rooms' queues, the reader's answers, pings and the owner's
-// refresh until the connection ends, and returns why.
+// live serves the rooms' queues (a batch at a time, round-robin over the rooms: see
+// roundRobin), the reader's answers, pings and the owner's refresh until the
+// connection ends, and returns why.
 func (wc *wsConn) live() rooms.Reason {
 	s := wc.s
 	ping := time.NewTicker(s.cfg.WSPing)
 	defer ping.Stop()
 	refresh := time.NewTicker(s.cfg.OwnerTTL / 3)
 	defer refresh.Stop()
-	budget := max(batchItems/len(wc.rooms), minRoomBudget)
-	next := 0
+	rr := newRoundRobin(len(wc.rooms))
 	more := true // items may have been queued before the bell was set
-	var reread []int
-	var ends []int
 	for {
 		// While the queues hold more, the next batch is ready at once, but answers,
 		// closes, pings and refreshes still get their turn: a busy room cannot
@@ -552,67 +550,25 @@ func (wc *wsConn) live() rooms.Reason {
 		if s.wsBatchHook != nil {
 			s.wsBatchHook(wc.client)
 		}
-		more = false
-		bp := bufPool.Get().(*[]byte)
-		tp := tsPool.Get().(*[]int64)
-		buf, ts := (*bp)[:0], (*tp)[:0]
-		ends, reread = ends[:0], reread[:0]
-		counts := make([]int, len(wc.rooms))
-		k := 0
-		for ; k < len(wc.rooms) && len(buf) < batchBytes; k++ {
-			i := (next + k) % len(wc.rooms)
-			r := &wc.rooms[i]
-			taken, charged := 0, 0
-		room:
-			for taken < budget {
-				it, ok := tryRecv(&r.q, r.m)
-				if !ok {
-					break room
-				}
-				taken++
-				charged += r.m.Charge(it)
-				if readable(it, r.sent) {
-					reread = append(reread, i)
-					break room
-				}
-				var n int
-				if buf, ends, n = wc.appendItem(buf, ends, r, it); n > 0 {
-					ts = append(ts, it.TS())
-				}
-				counts[i] += n
-			}
-			r.m.ReleaseBytes(charged)
-			if taken == budget {
-				more = true
-			}
-		}
-		if k < len(wc.rooms) {
-			more = true
-			next = (next + k) % len(wc.rooms)
-		} else {
-			next = (next + 1) % len(wc.rooms)
-		}
-		err := wc.writeAll(buf, ends)
-		*bp = buf[:0]
-		putBuf(bp)
-		if err == nil {
-			s.observeDelivered(ts)
-		}
-		putTS(tp, ts)
+		wc.batch.borrow()
+		wc.ends = wc.ends[:0]
+		more = rr.gather(wc)
+		err := wc.writeAll(wc.batch.buf, wc.ends)
+		total := wc.batch.n
+		s.settle(&wc.batch, err)
 		if err != nil {
 			return rooms.ReasonWriteFailed
 		}
-		total := 0
 		wc.mu.Lock()
 		for i := range wc.rooms {
 			r := &wc.rooms[i]
 			r.st.sent = r.sent
-			r.st.unacked += int64(counts[i])
-			total += counts[i]
+			r.st.unacked += int64(r.batched)
+			r.batched = 0
 		}
 		wc.mu.Unlock()
 		s.countDelivered(total)
-		for _, i := range reread {
+		for _, i := range rr.reread {
 			// The room resynced past history this connection can still read: read
 			// it on from the log; the queue's copies are then skipped.
 			if err := wc.replay(i); err != nil {
@@ -621,6 +577,21 @@ func (wc *wsConn) live() rooms.Reason {
 			more = true
 		}
 	}
+}
+
+// room, full and add gather the connection's live batches (see roundRobin).
+func (wc *wsConn) room(i int) *liveRoom { return &wc.rooms[i].liveRoom }
+
+func (wc *wsConn) full() bool { return len(wc.batch.buf) >= batchBytes }
+
+func (wc *wsConn) add(i int, it *rooms.Item) {
+	b, r := &wc.batch, &wc.rooms[i]
+	var n int
+	if b.buf, wc.ends, n = wc.appendItem(b.buf, wc.ends, r, it); n > 0 {
+		b.ts = append(b.ts, it.TS())
+	}
+	b.n += n
+	r.batched += n
 }
 
 // appendItem appends the frames of one live item, as stepItem decides, and reports
