@@ -52,6 +52,7 @@ type Server struct {
 	wsMembers   atomic.Int64           // the room members they hold
 	wsClosed    *prometheus.CounterVec // WebSocket closes by code
 	wsBatchHook func(client string)    // runs before each live batch of a WebSocket connection; tests only
+	wsWroteHook func(client string)    // runs after a live batch of events of a WebSocket connection was written; tests only
 	// wsBeforeHello runs before a WebSocket connection waits for its hello, with
 	// the channel closed when its reader ends; tests only.
 	wsBeforeHello func(readDone <-chan struct{})

@@ -470,15 +470,16 @@ func (wc *wsConn) replay(i int) error {
 			buf = appendWSEvent(buf, e.Position(), ev)
 			ends = append(ends, len(buf))
 		}
-		if err := wc.writeAll(buf, ends); err != nil {
-			return err
-		}
-		s.countDelivered(len(rd.Events))
+		// Recorded before the write, as a live batch is (an ack may come first).
 		if n := len(rd.Events); n > 0 {
 			wc.delivered(r, rd.Events[n-1].Position(), n)
 		} else if rd.Resync {
 			wc.delivered(r, rd.From, 0)
 		}
+		if err := wc.writeAll(buf, ends); err != nil {
+			return err
+		}
+		s.countDelivered(len(rd.Events))
 		return nil
 	})
 	r.sent = sent
@@ -553,12 +554,8 @@ func (wc *wsConn) live() rooms.Reason {
 		wc.batch.borrow()
 		wc.ends = wc.ends[:0]
 		more = rr.gather(wc)
-		err := wc.writeAll(wc.batch.buf, wc.ends)
-		total := wc.batch.n
-		s.settle(&wc.batch, err)
-		if err != nil {
-			return rooms.ReasonWriteFailed
-		}
+		// The batch counts as delivered before it is written: a client may ack an
+		// event as soon as it reads it, before the write returns here.
 		wc.mu.Lock()
 		for i := range wc.rooms {
 			r := &wc.rooms[i]
@@ -567,6 +564,15 @@ func (wc *wsConn) live() rooms.Reason {
 			r.batched = 0
 		}
 		wc.mu.Unlock()
+		err := wc.writeAll(wc.batch.buf, wc.ends)
+		total := wc.batch.n
+		s.settle(&wc.batch, err)
+		if err != nil {
+			return rooms.ReasonWriteFailed
+		}
+		if s.wsWroteHook != nil && total > 0 {
+			s.wsWroteHook(wc.client)
+		}
 		s.countDelivered(total)
 		for _, i := range rr.reread {
 			// The room resynced past history this connection can still read: read

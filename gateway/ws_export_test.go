@@ -9,3 +9,5 @@ func SetWSBatchHook(s *Server, f func(client string)) { s.wsBatchHook = f }
 func SetWSHelloAfterReader(s *Server) {
 	s.wsBeforeHello = func(readDone <-chan struct{}) { <-readDone }
 }
+
+func SetWSWroteHook(s *Server, f func(client string)) { s.wsWroteHook = f }

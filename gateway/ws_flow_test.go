@@ -381,3 +381,47 @@ func TestWSBusyRoomDoesNotStarveCloses(t *testing.T) {
 	}
 	t.Logf("closed after %d of %d events", len(frames), total)
 }
+
+// An ack may reach the server before the write of the event it names has returned
+// there: the writer is held right after its write until the ack has been served,
+// and the ack must count.
+func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
+	p := newPod(t, podConfig{})
+	wrote, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	gateway.SetWSWroteHook(p.srv, func(client string) {
+		if client == "quick" {
+			once.Do(func() {
+				close(wrote)
+				<-release
+			})
+		}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	// A room with history: the connection starts from a position of its epoch, so
+	// an ack past what it was delivered is refused.
+	p.publish(t, "a", `0`)
+	c := dialWS(t, p)
+	c.welcome("quick", boot1, map[string]string{"a": ""})
+	id := p.publish(t, "a", `1`)
+	if m := c.next(); m.Kind != "event" || m.ID != id {
+		t.Fatalf("want event %s, got %+v", id, m)
+	}
+	c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": id})
+	<-wrote
+	replaytest.Eventually(t, 10*time.Second, "the ack recorded while the writer is held after its write", func() bool {
+		_, ci := p.client(t, "quick")
+		return ci.Rooms["a"].LastAck == id
+	})
+	close(release)
+	c.send(`{"v":1,"kind":"ping"}`)
+	if m := c.next(); m.Kind != "pong" {
+		t.Fatalf("after a valid ack, want the pong, got %+v", m)
+	}
+}
