@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -92,6 +93,9 @@ type Config struct {
 	APIKey string
 	// TokenSecret, read from -token-secret-file, signs Centrifugo connection tokens.
 	TokenSecret []byte
+	// WSShare is the fraction of the subscribers, 0 to 1, that connect over GET /ws
+	// instead of SSE, the same share of every room's members (see wsMember).
+	WSShare float64
 	// ServeHub, when set, serves the yardstick hub on this address instead of
 	// generating load.
 	ServeHub string
@@ -138,6 +142,7 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	fs.StringVar(&c.Protocol, "protocol", protocolRoomcast, "wire the server speaks: roomcast (also the hub) or centrifugo")
 	apiKeyFile := fs.String("api-key-file", "", "`file` holding the key sent as X-API-Key with every publish (Centrifugo's HTTP API)")
 	secretFile := fs.String("token-secret-file", "", "`file` holding the HMAC secret that signs Centrifugo connection tokens")
+	fs.Float64Var(&c.WSShare, "ws-share", 0, "`fraction` (0..1) of every room's subscribers that connect over WebSocket (GET /ws) instead of SSE; the report then has a line per transport")
 	fs.StringVar(&c.ServeHub, "serve-hub", "", "serve the yardstick SSE hub on this `address` instead of generating load")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -201,9 +206,15 @@ func (c *Config) validate() error {
 	if c.Publishers < 1 || c.Batch < 1 || c.MaxEvents < 1 {
 		errs = append(errs, errors.New("-publishers, -batch and -max-events must be >= 1"))
 	}
+	if c.WSShare < 0 || c.WSShare > 1 || math.IsNaN(c.WSShare) {
+		errs = append(errs, errors.New("-ws-share is a fraction of the subscribers: 0 to 1"))
+	}
 	switch c.Protocol {
 	case protocolRoomcast:
 	case protocolCentrifugo:
+		if c.WSShare > 0 {
+			errs = append(errs, errors.New("-ws-share: -protocol centrifugo speaks uni_sse only, WebSocket subscribers need -protocol roomcast"))
+		}
 		if c.Batch > 1 || c.Type != "" {
 			errs = append(errs, errors.New("-protocol centrifugo publishes one untyped event per request: no -batch or -type"))
 		}

@@ -25,6 +25,9 @@ type Report struct {
 	// Storm is the storm scenario's outcome; Drains the rolling-drain's, per pod.
 	Storm  *StormResult  `json:"storm,omitempty"`
 	Drains []DrainResult `json:"drains,omitempty"`
+	// Transports splits the subscribers' figures by transport, "sse" and "ws", when
+	// -ws-share > 0; the top-level figures stay those of every subscriber.
+	Transports map[string]*TransportResult `json:"transports,omitempty"`
 
 	// Pods is how many servers (-url) the run spread its streams and publishes
 	// over: the figures below are their sum.
@@ -119,6 +122,9 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 	r.P999ms = millis(lat.quantile(0.999))
 	r.MaxMs = millis(time.Duration(lat.max) * time.Microsecond)
 	r.MeanMs = millis(lat.mean())
+	if cfg.WSShare > 0 {
+		r.fillTransports(subs, rooms, w)
+	}
 }
 
 func (r *Report) addSubscriber(s *subscriber) {
@@ -180,6 +186,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 	row("loss", "lost %d (gaps %d, undelivered %d), duplicates %d, late %d, epoch changes %d, malformed %d (%d subscribers)",
 		r.Lost, r.Gaps, r.Undelivered, r.Duplicates, r.Late, r.EpochChanges, r.Malformed, r.LossySubs)
 	row("recovery", "resyncs %d, reconnects %d", r.Resyncs, r.Reconnects)
+	r.writeTransports(row)
 	if s := r.Storm; s != nil {
 		row("storm", "via %s at %.1fs: %d ended, %d back in %.3fs (%.0f reconnects/s)%s",
 			s.Via, s.AtSeconds, s.Ended, s.Reconnected, s.ReconnectSeconds, s.ReconnectsPerSec, errorSuffix(s.Error))

@@ -20,6 +20,7 @@ type room struct {
 	streamPath string // the same, without the pod's base URL
 	pubPath    string
 	members    int
+	wsMembers  int // of members, those that connect over WebSocket
 
 	published atomic.Int64  // acknowledged publishes
 	target    atomic.Uint64 // highest acknowledged seq
@@ -75,6 +76,8 @@ type window struct {
 	deliveries0, deliveries1 uint64
 	publishes0, publishes1   int64
 	bytes0, bytes1           uint64
+	wsDeliveries0            uint64 // of deliveries0, the WebSocket subscribers'
+	wsDeliveries1            uint64
 	open                     int64 // streams open at the end
 	timeline                 []TimelinePoint
 	storm                    *StormResult
@@ -108,10 +111,15 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 		close(ls.allConnected)
 	}
 	subs := make([]*subscriber, cfg.Subs)
+	runID := newRunID()
 	for i := range subs {
 		r := rooms[i%len(rooms)]
 		r.members++
 		subs[i] = &subscriber{id: i, room: r}
+		if cfg.wsMember(i) {
+			r.wsMembers++
+			subs[i].ws = newWSState(runID, i, r.name)
+		}
 		if cfg.Protocol == protocolCentrifugo && len(cfg.TokenSecret) > 0 {
 			if subs[i].token, err = centrifugoToken(cfg.TokenSecret, i, r.name, time.Now()); err != nil {
 				return nil, err
@@ -194,6 +202,7 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 	ls.measuring.Store(true)
 	w.start, w.deliveries0, w.publishes0 = snapshot()
 	w.bytes0 = sumBytes(subs)
+	w.wsDeliveries0 = sumWSDeliveries(subs)
 	pr.markMeasuring(w.start)
 
 	// The scenario's action (a storm, the drains) runs inside the window, which
@@ -215,6 +224,7 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 	<-action
 	w.end, w.deliveries1, w.publishes1 = snapshot()
 	w.bytes1 = sumBytes(subs)
+	w.wsDeliveries1 = sumWSDeliveries(subs)
 	w.timeline = sm.points
 	w.open = ls.open.Load()
 	close(stop)

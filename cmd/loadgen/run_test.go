@@ -222,39 +222,15 @@ func TestSubscriberScripted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, seen := scriptServer(t, tt.conns)
 			cfg := testConfig(srv.URL)
-			cfg.Subs = 1
-			ls := &loadState{cfg: &cfg, subClient: &http.Client{Transport: newTransport(0)},
-				allConnected: make(chan struct{}), settled: make(chan struct{})}
-			defer ls.subClient.CloseIdleConnections()
-			ls.pendingSettle.Store(1)
-			rm := &room{name: "r", streamURL: srv.URL + "/rooms/r/events"}
-			rm.target.Store(tt.target)
-			rm.final.Store(true)
-			s := &subscriber{room: rm, hist: new(histogram)}
-
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				s.run(ctx, ls)
-			}()
-			select {
-			case <-ls.settled:
-			case <-time.After(10 * time.Second):
-				t.Error("subscriber never reached the target seq")
-			}
-			cancel()
-			<-done
+			s := &subscriber{room: &room{name: "r", streamURL: srv.URL + "/rooms/r/events"}, hist: new(histogram)}
+			ls := scriptedRun(t, &cfg, s, tt.target, false)
 
 			if got := seen(); strings.Join(got, ",") != strings.Join(tt.wantIDs, ",") {
 				t.Errorf("Last-Event-IDs = %q, want %q", got, tt.wantIDs)
 			}
-			tr := &s.track
-			if s.deliveries.Load() != tt.deliveries || tr.Gaps() != tt.gaps || tr.Duplicates != tt.dups ||
-				tr.Resyncs != tt.resyncs || ls.reconnects.Load() != tt.reconnects {
-				t.Errorf("deliveries %d gaps %d dups %d resyncs %d reconnects %d; want %d %d %d %d %d",
-					s.deliveries.Load(), tr.Gaps(), tr.Duplicates, tr.Resyncs, ls.reconnects.Load(),
-					tt.deliveries, tt.gaps, tt.dups, tt.resyncs, tt.reconnects)
+			want := counts{tt.deliveries, tt.gaps, tt.dups, tt.resyncs, tt.reconnects}
+			if got := countsOf(s, ls); got != want {
+				t.Errorf("counts %+v, want %+v", got, want)
 			}
 			if s.retry != 5*time.Millisecond {
 				t.Errorf("retry = %v, want the server's 5ms", s.retry)
@@ -263,18 +239,69 @@ func TestSubscriberScripted(t *testing.T) {
 	}
 }
 
+// scriptedRun runs s, the one subscriber of cfg, until its room's target seq has
+// arrived, or with fatal until it stops by itself, then ends it; it returns the
+// run's shared state.
+func scriptedRun(t *testing.T, cfg *Config, s *subscriber, target uint64, fatal bool) *loadState {
+	t.Helper()
+	cfg.Subs = 1
+	ls := &loadState{cfg: cfg, subClient: &http.Client{Transport: newTransport(0)},
+		allConnected: make(chan struct{}), settled: make(chan struct{})}
+	defer ls.subClient.CloseIdleConnections()
+	ls.pendingSettle.Store(1)
+	s.room.target.Store(target)
+	s.room.final.Store(true)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(ctx, ls)
+	}()
+	until, what := ls.settled, "the subscriber never reached the target seq"
+	if fatal {
+		until, what = done, "the subscriber kept going after a fatal answer"
+	}
+	select {
+	case <-until:
+	case <-time.After(10 * time.Second):
+		t.Error(what)
+	}
+	cancel()
+	<-done
+	return ls
+}
+
+// counts are the figures of a scripted subscriber.
+type counts struct {
+	deliveries, gaps, dups, resyncs uint64
+	reconnects                      int64
+}
+
+func countsOf(s *subscriber, ls *loadState) counts {
+	tr := &s.track
+	return counts{s.deliveries.Load(), tr.Gaps(), tr.Duplicates, tr.Resyncs, ls.reconnects.Load()}
+}
+
 func TestSubscriberStopsOnRefusal(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"bad room"}`, http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	cfg := testConfig(srv.URL)
-	ls := &loadState{cfg: &cfg, subClient: &http.Client{Transport: newTransport(0)}}
-	defer ls.subClient.CloseIdleConnections()
-	s := &subscriber{room: &room{name: "r", streamURL: srv.URL + "/rooms/r/events"}}
-	s.run(t.Context(), ls) // returns by itself
-	if s.fatal == nil || ls.connectErrors.Load() != 1 {
-		t.Errorf("fatal %v, connect errors %d; want a refusal after one attempt", s.fatal, ls.connectErrors.Load())
+	for _, transport := range []string{transportSSE, transportWS} {
+		t.Run(transport, func(t *testing.T) {
+			cfg := testConfig(srv.URL)
+			ls := &loadState{cfg: &cfg, subClient: &http.Client{Transport: newTransport(0)}}
+			defer ls.subClient.CloseIdleConnections()
+			s := &subscriber{room: &room{name: "r", streamURL: srv.URL + "/rooms/r/events"}}
+			if transport == transportWS {
+				s.ws = newWSState("run1", 0, "r") // the upgrade is answered 400
+			}
+			s.run(t.Context(), ls) // returns by itself
+			if s.fatal == nil || ls.connectErrors.Load() != 1 {
+				t.Errorf("fatal %v, connect errors %d; want a refusal after one attempt", s.fatal, ls.connectErrors.Load())
+			}
+		})
 	}
 }
 

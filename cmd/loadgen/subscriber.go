@@ -32,7 +32,8 @@ var (
 	keyEpoch = []byte(`"epoch":"`)
 )
 
-// subscriber holds one SSE stream to one room and checks what arrives on it. Its
+// subscriber holds one stream to one room, SSE or (with ws set) a WebSocket
+// connection, and checks what arrives on it. Its
 // goroutine owns every field; the atomics are also read by the progress line and the
 // settle phase.
 type subscriber struct {
@@ -62,6 +63,9 @@ type subscriber struct {
 	fatal     error
 	br        *bufio.Reader
 
+	reconnects int64 // connections after the first that got as far as streaming
+	ws         *wsState
+
 	token string // -protocol centrifugo: the connection token
 	epoch []byte // -protocol centrifugo: the room's epoch, nil before the first connect
 }
@@ -70,7 +74,12 @@ type subscriber struct {
 func (s *subscriber) run(ctx context.Context, ls *loadState) {
 	s.retry = defaultRetry
 	for {
-		err := s.stream(ctx, ls)
+		var err error
+		if s.ws != nil {
+			err = s.streamWS(ctx, ls)
+		} else {
+			err = s.stream(ctx, ls)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -124,12 +133,7 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 		ls.connectErrors.Add(1)
 		return fmt.Errorf("subscribe %s: %w", s.room.name, err)
 	}
-	if s.connected {
-		ls.reconnects.Add(1)
-	} else {
-		s.connected = true
-		ls.markConnected()
-	}
+	s.established(ls)
 	ls.streamOpened(s, pod, cancel)
 	defer ls.streamClosed(s)
 
@@ -161,6 +165,18 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 	}
 }
 
+// established counts a connection that got as far as streaming: the subscriber's
+// first, or a reconnect.
+func (s *subscriber) established(ls *loadState) {
+	if s.connected {
+		ls.reconnects.Add(1)
+		s.reconnects++
+		return
+	}
+	s.connected = true
+	ls.markConnected()
+}
+
 // checkStreamResponse accepts a 200 text/event-stream answer.
 func checkStreamResponse(resp *http.Response) error {
 	if resp.StatusCode != http.StatusOK {
@@ -177,26 +193,36 @@ func checkStreamResponse(resp *http.Response) error {
 	return nil
 }
 
-// handle accounts for one event.
+// handle accounts for one SSE event.
 func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) {
 	switch string(ev.Type) {
 	case "resync":
-		s.handleResync(ev)
-		return
+		s.check(true, ev.ID, ev.IDSet, ev.Data, now, ls)
 	case "reauth":
+	default:
+		s.check(false, ev.ID, ev.IDSet, ev.Data, now, ls)
+	}
+}
+
+// check accounts for one event or resync of either transport: id is the id in force
+// (idSet: the frame carried it itself), data the envelope ({"room","epoch","seq",
+// "ts",…,"body"}; a WebSocket frame is one with its kind and id in front).
+func (s *subscriber) check(resync bool, id []byte, idSet bool, data []byte, now time.Time, ls *loadState) {
+	if resync {
+		s.handleResync(id, idSet, data)
 		return
 	}
-	seq, ok := gatewaytest.UintAfter(ev.Data, keySeq)
+	seq, ok := gatewaytest.UintAfter(data, keySeq)
 	if !ok {
 		s.noteMalformed()
 		return
 	}
-	epoch, ok := epochOfID(ev.ID)
-	if !ev.IDSet || !ok {
-		epoch, _ = gatewaytest.StringAfter(ev.Data, keyEpoch)
+	epoch, ok := epochOfID(id)
+	if !idSet || !ok {
+		epoch, _ = gatewaytest.StringAfter(data, keyEpoch)
 	}
-	s.resumeID = append(s.resumeID[:0], ev.ID...)
-	s.accept(epoch, seq, ev.Data, now, ls)
+	s.resumeID = append(s.resumeID[:0], id...)
+	s.accept(epoch, seq, data, now, ls)
 }
 
 // accept accounts for one delivered event: its seq, and its latency from the send
@@ -256,13 +282,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func (s *subscriber) storeLast(seq uint64) { s.lastSeq.Store(seq) }
 
 // handleResync restarts the seq accounting where the server says the stream goes on.
-func (s *subscriber) handleResync(ev gatewaytest.Event) {
-	epoch, _ := gatewaytest.StringAfter(ev.Data, keyEpoch)
-	seq, _ := gatewaytest.UintAfter(ev.Data, keySeq)
+func (s *subscriber) handleResync(id []byte, idSet bool, data []byte) {
+	epoch, _ := gatewaytest.StringAfter(data, keyEpoch)
+	seq, _ := gatewaytest.UintAfter(data, keySeq)
 	s.track.Resync(epoch, seq)
 	s.lastSeq.Store(seq)
-	if ev.IDSet {
-		s.resumeID = append(s.resumeID[:0], ev.ID...)
+	if idSet {
+		s.resumeID = append(s.resumeID[:0], id...)
 		return
 	}
 	// Without an id on the resync frame, resuming from the old id would only earn
