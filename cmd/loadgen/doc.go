@@ -18,6 +18,17 @@
 // -scenario the flags alone apply, as before. Every run keeps a timeline, one point
 // per second of the measured window, in the JSON report; -plot DIR draws it as PNGs.
 //
+// With -ws-share F that fraction of every room's subscribers hold a WebSocket
+// connection (GET /ws, one room each) instead of an SSE stream: a hello with a
+// client id of their own (loadgen-<run>-<i>) and the boot this process made at
+// start, acks of the events they processed, and after a drain, a shed, a slow
+// consumer close or a break a reconnect that resumes from the last id (or, before
+// the first event, from where the welcome said the connection joined); a 44xx close
+// stops the subscriber as a 4xx answer stops an SSE one. Their events go through
+// the same check and Tracker as SSE events, and the report adds one line (JSON
+// "transports") per transport. -idle holds them too, so -idle -pid measures the
+// server's memory per WebSocket; -protocol centrifugo does not take -ws-share.
+//
 // With -idle it only opens the streams and holds them; with -pid it reads the server's
 // resident memory before and after, to measure memory per connection. With -serve-hub
 // it serves the yardstick hub (package internal/hub) instead, so the gateway and a
@@ -31,6 +42,7 @@
 //	go run ./cmd/loadgen -url http://127.0.0.1:8080 -subs 1000 -rooms 10 -rate 500 -duration 30s
 //	go run ./cmd/loadgen -subs 1000 -rate 100 -batch 20 -token "$TOKEN" -json
 //	go run ./cmd/loadgen -idle -subs 5000 -pid "$(pgrep -n gateway)" -duration 10s
+//	go run ./cmd/loadgen -subs 2000 -ws-share 0.5 -rooms 1 -rate 300 -json
 //	go run ./cmd/loadgen -serve-hub 127.0.0.1:8081
 //	go run ./cmd/loadgen -scenario fanout -plot /tmp/plots -json
 //	go run ./cmd/loadgen -scenario storm -admin-url http://127.0.0.1:9090
@@ -47,7 +59,9 @@
 // The stream decoder and the gap and duplicate accounting are gateway/gatewaytest's
 // Decoder and Tracker, the ones the tests use. Files by role: config.go (flags),
 // scenario.go (the named scenarios' defaults and checks), hist.go (latency
-// histogram), subscriber.go and publisher.go (the two sides of the load), pods.go
+// histogram), subscriber.go and publisher.go (the two sides of the load), ws.go (the
+// WebSocket transport of a subscriber), report_transport.go (the figures per
+// transport), pods.go
 // (several -url pods, and which streams are open where), run.go (phases: connect,
 // warm up, measure, settle), timeline.go (the per-second timeline), storm.go and
 // rollingdrain.go (the actions of those scenarios), progress.go (the progress line
@@ -55,7 +69,8 @@
 // (Centrifugo's wire), report.go (final table and JSON), rss.go (/proc memory
 // reading), term_*.go (is stderr a terminal) and main.go (exit codes, hub mode).
 //
-// Concurrency: one goroutine per subscriber, a fixed pool of publishers, one
+// Concurrency: one goroutine per subscriber (a WebSocket subscriber's reads and
+// acks included; the library answers the server's pings inside its reads), a fixed pool of publishers, one
 // progress ticker, and in the measured window the timeline sampler (on run's
 // goroutine) and one goroutine for the scenario's action (storm, drains). Every
 // subscriber owns its tracker and histogram; shared counters are atomics read by the
