@@ -133,8 +133,10 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 		ls.connectErrors.Add(1)
 		return fmt.Errorf("subscribe %s: %w", s.room.name, err)
 	}
-	s.established(ls)
+	// Open before counted: once the last subscriber counts as connected, the run
+	// reads where the streams are.
 	ls.streamOpened(s, pod, cancel)
+	s.established(ls)
 	defer ls.streamClosed(s)
 
 	body := &countingReader{r: resp.Body, n: &s.bytes}

@@ -152,8 +152,8 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 				if len(s.resumeID) == 0 {
 					s.joined(data)
 				}
+				ls.streamOpened(s, pod, cancel) // before counted, as an SSE stream
 				s.established(ls)
-				ls.streamOpened(s, pod, cancel)
 			}
 		case "event", "resync":
 			if !opened {
