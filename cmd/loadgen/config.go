@@ -142,7 +142,7 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	fs.StringVar(&c.Protocol, "protocol", protocolRoomcast, "wire the server speaks: roomcast (also the hub) or centrifugo")
 	apiKeyFile := fs.String("api-key-file", "", "`file` holding the key sent as X-API-Key with every publish (Centrifugo's HTTP API)")
 	secretFile := fs.String("token-secret-file", "", "`file` holding the HMAC secret that signs Centrifugo connection tokens")
-	fs.Float64Var(&c.WSShare, "ws-share", 0, "`fraction` (0..1) of every room's subscribers that connect over WebSocket (GET /ws) instead of SSE; the report then has a line per transport")
+	fs.Float64Var(&c.WSShare, "ws-share", 0, "`fraction` (0..1) of every room's subscribers that connect over WebSocket (GET /ws) instead of SSE (-protocol roomcast only); the report then has a line per transport")
 	fs.StringVar(&c.ServeHub, "serve-hub", "", "serve the yardstick SSE hub on this `address` instead of generating load")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

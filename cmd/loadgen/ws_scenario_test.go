@@ -99,19 +99,28 @@ func TestWSScenarioRollingDrain(t *testing.T) {
 	}
 }
 
-// TestWSScenarioStormShed: the server sheds every stream, WebSocket connections
-// included (1012), and all come back and resume.
-func TestWSScenarioStormShed(t *testing.T) {
-	pod := startPod(t, "pod")
-	code, rep, raw, stderr := runMain(t, shortRun(pod.Public, "-scenario", "storm", "-subs", "40", "-rate", "50",
-		"-duration", "3s", "-storm-at", "1s", "-admin-url", pod.Admin, "-ws-share", "0.5")...)
-	checkClean(t, code, rep, raw, stderr, "storm", 3*time.Second)
-	if s := rep.Storm; s == nil || s.Ended != 40 || s.Reconnected != 40 {
-		t.Fatalf("storm = %+v; want 40 ended and back", rep.Storm)
-	}
-	tr := checkTransports(t, rep, raw, 20, false)
-	if tr[transportWS].Reconnects < 20 || tr[transportSSE].Reconnects < 20 {
-		t.Errorf("reconnects: sse %d, ws %d; want 20 each at least", tr[transportSSE].Reconnects, tr[transportWS].Reconnects)
+// TestWSScenarioStorm: every stream ends at once, WebSocket connections included
+// (shed: the server closes them with 1012; client: loadgen drops them), and all
+// come back and resume.
+func TestWSScenarioStorm(t *testing.T) {
+	for _, via := range []string{stormShed, stormClient} {
+		t.Run(via, func(t *testing.T) {
+			pod := startPod(t, "pod")
+			args := shortRun(pod.Public, "-scenario", "storm", "-subs", "40", "-rate", "50",
+				"-duration", "3s", "-storm-at", "1s", "-ws-share", "0.5", "-storm-via", via)
+			if via == stormShed {
+				args = append(args, "-admin-url", pod.Admin)
+			}
+			code, rep, raw, stderr := runMain(t, args...)
+			checkClean(t, code, rep, raw, stderr, "storm", 3*time.Second)
+			if s := rep.Storm; s == nil || s.Via != via || s.Ended != 40 || s.Reconnected != 40 {
+				t.Fatalf("storm = %+v; want via %s, 40 ended and back", rep.Storm, via)
+			}
+			tr := checkTransports(t, rep, raw, 20, false)
+			if tr[transportWS].Reconnects < 20 || tr[transportSSE].Reconnects < 20 {
+				t.Errorf("reconnects: sse %d, ws %d; want 20 each at least", tr[transportSSE].Reconnects, tr[transportWS].Reconnects)
+			}
+		})
 	}
 }
 
