@@ -116,7 +116,7 @@ func TestWSScenarioStorm(t *testing.T) {
 			if s := rep.Storm; s == nil || s.Via != via || s.Ended != 40 || s.Reconnected != 40 {
 				t.Fatalf("storm = %+v; want via %s, 40 ended and back", rep.Storm, via)
 			}
-			tr := checkTransports(t, rep, raw, 20, false)
+			tr := checkTransports(t, rep, raw, 20, true)
 			if tr[transportWS].Reconnects < 20 || tr[transportSSE].Reconnects < 20 {
 				t.Errorf("reconnects: sse %d, ws %d; want 20 each at least", tr[transportSSE].Reconnects, tr[transportWS].Reconnects)
 			}
