@@ -33,9 +33,8 @@ var (
 )
 
 // subscriber holds one stream to one room, SSE or (with ws set) a WebSocket
-// connection, and checks what arrives on it. Its
-// goroutine owns every field; the atomics are also read by the progress line and the
-// settle phase.
+// connection, and checks what arrives on it. Its goroutine owns every field; the
+// atomics are also read by the progress line and the settle phase.
 type subscriber struct {
 	id   int
 	room *room
