@@ -53,6 +53,7 @@ const wsEnvelopeSlack = 16 << 10
 type wsConn struct {
 	s       *Server
 	c       *websocket.Conn
+	cork    *corkConn     // c's connection; nil if the server did not hand one over
 	r       *http.Request // the upgrade request, whose credential publishes
 	who     auth.Principal
 	session string
@@ -205,12 +206,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if len(s.cfg.AllowOrigins) == 1 && s.cfg.AllowOrigins[0] == "*" {
 		opts.OriginPatterns, opts.InsecureSkipVerify = nil, true
 	}
-	c, err := websocket.Accept(w, r, opts)
+	cw := &corkWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+	c, err := websocket.Accept(cw, r, opts)
 	if err != nil {
 		// Accept answered the request (not a WebSocket handshake).
 		return
 	}
-	wc.c = c
+	wc.c, wc.cork = c, cw.conn
 	c.SetReadLimit(s.cfg.MaxBody + wsEnvelopeSlack)
 	s.wsOpen.Add(1)
 	defer s.wsOpen.Add(-1)
@@ -426,9 +428,7 @@ func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 
 // write sends one frame within the write timeout.
 func (wc *wsConn) write(p []byte) error {
-	ctx, cancel := context.WithTimeout(wc.ctx, wc.s.cfg.WriteTimeout)
-	defer cancel()
-	return wc.c.Write(ctx, websocket.MessageText, p)
+	return wc.writeAll(p, []int{len(p)})
 }
 
 // writeAll sends frames (msgs[i] is buf[ends[i-1]:ends[i]]) within one write
@@ -437,8 +437,24 @@ func (wc *wsConn) writeAll(buf []byte, ends []int) error {
 	if len(ends) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(wc.ctx, wc.s.cfg.WriteTimeout)
-	defer cancel()
+	if wc.cork == nil {
+		ctx, cancel := context.WithTimeout(wc.ctx, wc.s.cfg.WriteTimeout)
+		defer cancel()
+		return wc.writeFrames(ctx, buf, ends)
+	}
+	// The connection bounds each write (see corkConn); several frames go out in one.
+	if len(ends) == 1 {
+		return wc.c.Write(context.Background(), websocket.MessageText, buf[:ends[0]])
+	}
+	wc.cork.cork()
+	err := wc.writeFrames(context.Background(), buf, ends)
+	if uerr := wc.cork.uncork(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+func (wc *wsConn) writeFrames(ctx context.Context, buf []byte, ends []int) error {
 	start := 0
 	for _, end := range ends {
 		if err := wc.c.Write(ctx, websocket.MessageText, buf[start:end]); err != nil {
