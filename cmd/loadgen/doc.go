@@ -50,9 +50,10 @@
 //
 // Exit codes: 0 clean; 1 a gap, duplicate, out-of-order event, unannounced epoch change
 // or malformed frame was seen, or an acknowledged event had not arrived when the run
-// ended; 2 bad flags, a run that could not start, a storm or drain that did not
-// happen as asked (no stream ended, not every stream back, a drain refused), or a
-// plot that could not be written (the report is printed first). .ci/bench
+// ended; 2 bad flags, a run that could not start or measured nothing (no subscriber
+// ever connected, every publish failed), a storm or drain that did not happen as
+// asked (no stream ended, not every stream back, a drain refused), or a plot that
+// could not be written (the report is printed first). .ci/bench
 // runs it against roomcast and the hub, .ci/bench-peers against roomcast and
 // Centrifugo, and both print them side by side.
 //

@@ -20,7 +20,7 @@ import (
 const (
 	exitOK    = 0
 	exitLossy = 1 // a gap, duplicate or out-of-order event that no resync explained
-	exitError = 2 // bad flags or a run that could not start
+	exitError = 2 // bad flags, or a run that could not start or measured nothing
 )
 
 func main() {
@@ -73,6 +73,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "loadgen: %v\n", err)
 			code = exitError
 		}
+	}
+	if why := rep.nothingMeasured(); why != "" {
+		fmt.Fprintf(stderr, "loadgen: the run measured nothing: %s\n", why)
+		code = exitError
 	}
 	if why := rep.scenarioFailed(); why != "" {
 		// A storm or drain that did not happen tested nothing, whatever the loss.

@@ -242,6 +242,18 @@ func errorSuffix(e string) string {
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// nothingMeasured says why a run measured nothing at all (no subscriber ever
+// connected, or every publish failed), or "" when it measured something.
+func (r *Report) nothingMeasured() string {
+	switch {
+	case r.Subscribers > 0 && r.Connected == 0:
+		return fmt.Sprintf("none of %d subscribers connected (%d connect errors)", r.Subscribers, r.ConnectErrors)
+	case !r.Idle && r.Published == 0 && r.PublishErrors > 0:
+		return fmt.Sprintf("every publish failed (%d errors)", r.PublishErrors)
+	}
+	return ""
+}
+
 // scenarioFailed says why the scenario's own action did not happen as asked (a
 // storm that ended no stream or whose streams did not all come back, a drain that
 // failed), or "" when it did or there was none.

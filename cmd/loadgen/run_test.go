@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -352,5 +353,25 @@ func TestParseRSS(t *testing.T) {
 func TestEpochOfID(t *testing.T) {
 	if e, ok := epochOfID([]byte("k3x9q:48")); !ok || string(e) != "k3x9q" {
 		t.Errorf("epochOfID = %q, %v", e, ok)
+	}
+}
+
+// A run against nothing measured nothing: it must not exit 0 with a clean report.
+func TestRealMainAgainstNothingFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nobody listens there now
+	for _, args := range [][]string{
+		{"-subs", "3", "-connect-timeout", "1s"},
+		{"-subs", "0"},
+	} {
+		var stderr bytes.Buffer
+		args = append([]string{"-url", url, "-rate", "50", "-warmup", "0s", "-duration", "300ms", "-progress", "0"}, args...)
+		if code := realMain(args, io.Discard, &stderr); code != exitError || !strings.Contains(stderr.String(), "measured nothing") {
+			t.Errorf("realMain(%q) = %d, want %d; stderr:\n%s", args, code, exitError, stderr.String())
+		}
 	}
 }
