@@ -45,14 +45,15 @@ type Server struct {
 	muxStreams   atomic.Int64 // open multiplexed streams
 	muxMembers   atomic.Int64 // the room members they hold
 
-	owners      clientOwners           // who owns each WebSocket client id (Config.Owners)
-	wsMu        sync.Mutex             // guards wsByClient
-	wsByClient  map[string]*wsConn     // the pod's WebSocket connections by client id
-	wsOpen      atomic.Int64           // open WebSocket connections
-	wsMembers   atomic.Int64           // the room members they hold
-	wsClosed    *prometheus.CounterVec // WebSocket closes by code
-	wsBatchHook func(client string)    // runs before each live batch of a WebSocket connection; tests only
-	wsWroteHook func(client string)    // runs after a live batch of events of a WebSocket connection was written; tests only
+	owners       clientOwners           // who owns each WebSocket client id (Config.Owners)
+	wsMu         sync.Mutex             // guards wsByClient
+	wsByClient   map[string]*wsConn     // the pod's WebSocket connections by client id
+	wsOpen       atomic.Int64           // open WebSocket connections
+	wsMembers    atomic.Int64           // the room members they hold
+	wsClosed     *prometheus.CounterVec // WebSocket closes by code
+	wsBatchHook  func(client string)    // runs before each live batch of a WebSocket connection; tests only
+	wsCorkedHook func(client string)    // runs once a WebSocket batch of several frames is corked; tests only
+	wsWroteHook  func(client string)    // runs after a live batch of events of a WebSocket connection was written; tests only
 	// wsBeforeHello runs before a WebSocket connection waits for its hello, with
 	// the channel closed when its reader ends; tests only.
 	wsBeforeHello func(readDone <-chan struct{})

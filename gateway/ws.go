@@ -447,6 +447,9 @@ func (wc *wsConn) writeAll(buf []byte, ends []int) error {
 		return wc.c.Write(context.Background(), websocket.MessageText, buf[:ends[0]])
 	}
 	wc.cork.cork()
+	if wc.s.wsCorkedHook != nil {
+		wc.s.wsCorkedHook(wc.client)
+	}
 	err := wc.writeFrames(context.Background(), buf, ends)
 	if uerr := wc.cork.uncork(); err == nil {
 		err = uerr

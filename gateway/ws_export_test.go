@@ -11,3 +11,5 @@ func SetWSHelloAfterReader(s *Server) {
 }
 
 func SetWSWroteHook(s *Server, f func(client string)) { s.wsWroteHook = f }
+
+func SetWSCorkedHook(s *Server, f func(client string)) { s.wsCorkedHook = f }

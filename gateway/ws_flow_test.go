@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/coder/websocket"
 	"net/http"
 	"strings"
 	"sync"
@@ -424,4 +425,40 @@ func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
 	if m := c.next(); m.Kind != "pong" {
 		t.Fatalf("after a valid ack, want the pong, got %+v", m)
 	}
+}
+
+// A client that closes while the server has a batch of frames corked gets its close
+// answered: the library writes the answer from its reading goroutine and closes the
+// socket at once, and what was held must go out before it does.
+func TestWSClientCloseDuringACorkedBatchIsAnswered(t *testing.T) {
+	p := newPod(t, podConfig{})
+	ids := []string{p.publish(t, "a", `1`), p.publish(t, "a", `2`)}
+	epoch, _, _ := strings.Cut(ids[0], ":")
+	corked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	gateway.SetWSCorkedHook(p.srv, func(client string) {
+		if client == "closer" {
+			once.Do(func() {
+				close(corked)
+				<-release
+			})
+		}
+	})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	c := dialWS(t, p)
+	// The two events are replayed in one write batch, which the hook holds corked.
+	c.welcome("closer", boot1, map[string]string{"a": epoch + ":0"})
+	<-corked
+	closed := make(chan error, 1)
+	go func() { closed <- c.c.Close(websocket.StatusNormalClosure, "done") }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("the client's close was not answered: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client's close did not end")
+	}
+	released.Do(func() { close(release) })
 }

@@ -92,13 +92,15 @@ func (r *Report) writeTransports(row func(k, format string, v ...any)) {
 	}
 }
 
-// sumWSDeliveries sums the WebSocket subscribers' deliveries.
-func sumWSDeliveries(subs []*subscriber) uint64 {
-	var n uint64
+// sumDeliveriesBy sums the SSE and the WebSocket subscribers' deliveries, in one
+// pass.
+func sumDeliveriesBy(subs []*subscriber) (sse, ws uint64) {
 	for _, s := range subs {
 		if s.ws != nil {
-			n += s.deliveries.Load()
+			ws += s.deliveries.Load()
+		} else {
+			sse += s.deliveries.Load()
 		}
 	}
-	return n
+	return sse, ws
 }

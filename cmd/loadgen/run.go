@@ -195,14 +195,16 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 	}()
 
 	var w window
-	snapshot := func() (time.Time, uint64, int64) {
-		return time.Now(), sumDeliveries(subs), sumPublished(pubs.rooms)
+	// One pass gives the total and the WebSocket part of the same moment, so the SSE
+	// part (their difference) never runs below zero.
+	snapshot := func() (time.Time, uint64, uint64, int64) {
+		sse, ws := sumDeliveriesBy(subs)
+		return time.Now(), sse + ws, ws, sumPublished(pubs.rooms)
 	}
 	waitFor(ctx, done, ls.cfg.Warmup)
 	ls.measuring.Store(true)
-	w.start, w.deliveries0, w.publishes0 = snapshot()
+	w.start, w.deliveries0, w.wsDeliveries0, w.publishes0 = snapshot()
 	w.bytes0 = sumBytes(subs)
-	w.wsDeliveries0 = sumWSDeliveries(subs)
 	pr.markMeasuring(w.start)
 
 	// The scenario's action (a storm, the drains) runs inside the window, which
@@ -222,9 +224,8 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 	sm.run(ctx, w.start.Add(ls.cfg.Duration), action, done)
 	cancelAction()
 	<-action
-	w.end, w.deliveries1, w.publishes1 = snapshot()
+	w.end, w.deliveries1, w.wsDeliveries1, w.publishes1 = snapshot()
 	w.bytes1 = sumBytes(subs)
-	w.wsDeliveries1 = sumWSDeliveries(subs)
 	w.timeline = sm.points
 	w.open = ls.open.Load()
 	close(stop)
