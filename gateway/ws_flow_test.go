@@ -388,23 +388,8 @@ func TestWSBusyRoomDoesNotStarveCloses(t *testing.T) {
 // and the ack must count.
 func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
 	p := newPod(t, podConfig{})
-	wrote, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	gateway.SetWSWroteHook(p.srv, func(client string) {
-		if client == "quick" {
-			once.Do(func() {
-				close(wrote)
-				<-release
-			})
-		}
-	})
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
+	wrote, release := holdOnce(t, "quick")
+	gateway.SetWSWroteHook(p.srv, wrote.hook)
 	// A room with history: the connection starts from a position of its epoch, so
 	// an ack past what it was delivered is refused.
 	p.publish(t, "a", `0`)
@@ -415,12 +400,12 @@ func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
 		t.Fatalf("want event %s, got %+v", id, m)
 	}
 	c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": id})
-	<-wrote
+	<-wrote.reached
 	replaytest.Eventually(t, 10*time.Second, "the ack recorded while the writer is held after its write", func() bool {
 		_, ci := p.client(t, "quick")
 		return ci.Rooms["a"].LastAck == id
 	})
-	close(release)
+	release()
 	c.send(`{"v":1,"kind":"ping"}`)
 	if m := c.next(); m.Kind != "pong" {
 		t.Fatalf("after a valid ack, want the pong, got %+v", m)
@@ -434,22 +419,12 @@ func TestWSClientCloseDuringACorkedBatchIsAnswered(t *testing.T) {
 	p := newPod(t, podConfig{})
 	ids := []string{p.publish(t, "a", `1`), p.publish(t, "a", `2`)}
 	epoch, _, _ := strings.Cut(ids[0], ":")
-	corked, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	gateway.SetWSCorkedHook(p.srv, func(client string) {
-		if client == "closer" {
-			once.Do(func() {
-				close(corked)
-				<-release
-			})
-		}
-	})
-	var released sync.Once
-	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	corked, release := holdOnce(t, "closer")
+	gateway.SetWSCorkedHook(p.srv, corked.hook)
 	c := dialWS(t, p)
 	// The two events are replayed in one write batch, which the hook holds corked.
 	c.welcome("closer", boot1, map[string]string{"a": epoch + ":0"})
-	<-corked
+	<-corked.reached
 	closed := make(chan error, 1)
 	go func() { closed <- c.c.Close(websocket.StatusNormalClosure, "done") }()
 	select {
@@ -460,5 +435,32 @@ func TestWSClientCloseDuringACorkedBatchIsAnswered(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the client's close did not end")
 	}
-	released.Do(func() { close(release) })
+	release()
+}
+
+// held is a test hook that holds the first call for one client until released.
+type held struct {
+	client  string
+	once    sync.Once
+	reached chan struct{} // closed when the hook holds its call
+	release chan struct{}
+}
+
+func (h *held) hook(client string) {
+	if client == h.client {
+		h.once.Do(func() {
+			close(h.reached)
+			<-h.release
+		})
+	}
+}
+
+// holdOnce makes a held hook for client and its release, which may be called more
+// than once and is called when the test ends.
+func holdOnce(t testing.TB, client string) (*held, func()) {
+	h := &held{client: client, reached: make(chan struct{}), release: make(chan struct{})}
+	var released sync.Once
+	release := func() { released.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	return h, release
 }
