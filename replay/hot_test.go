@@ -2,8 +2,6 @@ package replay_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -271,18 +269,11 @@ func FuzzParseHotRooms(f *testing.F) {
 // rings and subscriptions: a log does all a pod does and Redis refused nothing.
 func TestRedisHotRoomACL(t *testing.T) {
 	t.Parallel()
-	const password, adminPassword = "acl-test-pw", "admin-test-pw"
-	aclFile := filepath.Join(t.TempDir(), "users.acl")
-	acl := documentedACL(t, password) + "\n" + "user inspector on >" + adminPassword + " ~* &* +@all\n"
-	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
-	l := newRedisLog(t, []string{srv.Addr}, replay.RedisConfig{Username: "roomcast", Password: password, HotRooms: []string{"*"}, PodID: "gateway-0"})
+	srv, cfg := aclStandalone(t)
+	cfg.HotRooms, cfg.PodID = []string{"*"}, "gateway-0"
+	l := newRedisLog(t, []string{srv.Addr}, cfg)
 	exerciseLog(t, l)
-	if out, _ := cli(t, srv.Port, "inspector", adminPassword, "ACL", "LOG"); out != "" {
-		t.Fatalf("Redis refused commands the log sent (ACL LOG):\n%s", out)
-	}
+	refusedNone(t, srv, "the log")
 	if st := l.Stats(); st.HotRings == 0 || st.HotRingErrors != 0 {
 		t.Fatalf("stats %+v: want sub-channel rings and no error", st)
 	}

@@ -3,7 +3,6 @@ package replay_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,16 +119,8 @@ func TestRedisOccupancyMalformedRecords(t *testing.T) {
 // ACL, and Redis refuses none of the commands they run.
 func TestRedisOccupancyACL(t *testing.T) {
 	t.Parallel()
-	const password, adminPassword = "acl-test-pw", "admin-test-pw"
-	aclFile := filepath.Join(t.TempDir(), "users.acl")
-	acl := "user default off\n" +
-		documentedACL(t, password) + "\n" +
-		"user inspector on >" + adminPassword + " ~* &* +@all\n"
-	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
-	l := newRedisLog(t, []string{srv.Addr}, replay.RedisConfig{Username: "roomcast", Password: password})
+	srv, cfg := aclStandalone(t)
+	l := newRedisLog(t, []string{srv.Addr}, cfg)
 	ctx := context.Background()
 	room := redistest.Prefix(t) + ".acl"
 	for _, n := range []int{3, 0, 2} {
@@ -148,9 +139,7 @@ func TestRedisOccupancyACL(t *testing.T) {
 	if err != nil || len(pods) != 1 || pods[0].Members != 4 {
 		t.Fatalf("occupancy: %+v, %v; want pod-a with 4", pods, err)
 	}
-	if out, _ := cli(t, srv.Port, "inspector", adminPassword, "ACL", "LOG"); out != "" {
-		t.Fatalf("Redis refused commands the occupancy functions ran (ACL LOG):\n%s", out)
-	}
+	refusedNone(t, srv, "the occupancy functions")
 }
 
 func FuzzParseOccupancy(f *testing.F) {

@@ -3,10 +3,7 @@ package replay_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -94,43 +91,20 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 // notices, and Redis refused none of their commands.
 func TestRedisACLOwnersStandalone(t *testing.T) {
 	t.Parallel()
-	const password, adminPassword = "acl-test-pw", "admin-test-pw"
-	aclFile := filepath.Join(t.TempDir(), "users.acl")
-	acl := "user default off\n" +
-		documentedACL(t, password) + "\n" +
-		"user inspector on >" + adminPassword + " ~* &* +@all\n"
-	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
-	cfg := replay.RedisConfig{Username: "roomcast", Password: password}
+	srv, cfg := aclStandalone(t)
 	a := newRedisLog(t, []string{srv.Addr}, cfg)
 	b := newRedisLog(t, []string{srv.Addr}, cfg)
 	exerciseOwners(t, a, b)
-	if out, _ := cli(t, srv.Port, "inspector", adminPassword, "ACL", "LOG"); out != "" {
-		t.Fatalf("Redis refused commands the logs sent (ACL LOG):\n%s", out)
-	}
+	refusedNone(t, srv, "the logs")
 }
 
 // TestRedisACLOwnersCluster: the same on a 3-primary cluster whose nodes give the
 // gateway's user exactly the documented ACL.
 func TestRedisACLOwnersCluster(t *testing.T) {
 	t.Parallel()
-	const password = "acl-test-pw"
-	c := redistest.StartCluster(t, redistest.ClusterConfig{})
-	line := documentedACL(t, password)
-	args := append([]string{"ACL", "SETUSER"}, strings.Fields(strings.TrimPrefix(line, "user "))...)
-	for _, n := range c.Nodes() {
-		n.MustDo(t, args...)
-		n.MustDo(t, "ACL", "LOG", "RESET")
-	}
-	cfg := replay.RedisConfig{Username: "roomcast", Password: password}
+	c, cfg := aclCluster(t)
 	a := newRedisLog(t, c.Addrs(), cfg)
 	b := newRedisLog(t, c.Addrs(), cfg)
 	exerciseOwners(t, a, b)
-	for _, n := range c.Nodes() {
-		if out := n.MustDo(t, "ACL", "LOG"); out != "" {
-			t.Errorf("node %s refused commands the logs sent (ACL LOG):\n%s", n.Addr, out)
-		}
-	}
+	clusterRefusedNone(t, c, "the logs")
 }

@@ -43,6 +43,60 @@ func documentedACL(t *testing.T, password string) string {
 	return ""
 }
 
+// The gateway user's password in the ACL tests, and that of the "inspector" user,
+// which may read the ACL LOG.
+const aclPassword, aclInspectorPassword = "acl-test-pw", "admin-test-pw"
+
+// aclStandalone starts a standalone Redis whose default user is off and whose
+// "roomcast" user holds exactly the documented ACL, and returns it with the
+// gateway's configuration for that user.
+func aclStandalone(t *testing.T) (*redistest.Server, replay.RedisConfig) {
+	t.Helper()
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	acl := "user default off\n" +
+		documentedACL(t, aclPassword) + "\n" +
+		"user inspector on >" + aclInspectorPassword + " ~* &* +@all\n"
+	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
+	return srv, replay.RedisConfig{Username: "roomcast", Password: aclPassword}
+}
+
+// aclCluster starts a 3-primary cluster whose nodes give the "roomcast" user exactly
+// the documented ACL (the default user stays on: the cluster helpers need it), and
+// returns it with the gateway's configuration for that user.
+func aclCluster(t *testing.T) (*redistest.Cluster, replay.RedisConfig) {
+	t.Helper()
+	c := redistest.StartCluster(t, redistest.ClusterConfig{})
+	line := documentedACL(t, aclPassword)
+	args := append([]string{"ACL", "SETUSER"}, strings.Fields(strings.TrimPrefix(line, "user "))...)
+	for _, n := range c.Nodes() {
+		n.MustDo(t, args...)
+		n.MustDo(t, "ACL", "LOG", "RESET")
+	}
+	return c, replay.RedisConfig{Username: "roomcast", Password: aclPassword}
+}
+
+// refusedNone fails t when srv refused any command (its ACL LOG is not empty); what
+// names what sent them.
+func refusedNone(t *testing.T, srv *redistest.Server, what string) {
+	t.Helper()
+	if out, _ := cli(t, srv.Port, "inspector", aclInspectorPassword, "ACL", "LOG"); out != "" {
+		t.Fatalf("Redis refused commands %s sent (ACL LOG):\n%s", what, out)
+	}
+}
+
+// clusterRefusedNone is refusedNone on every node of c.
+func clusterRefusedNone(t *testing.T, c *redistest.Cluster, what string) {
+	t.Helper()
+	for _, n := range c.Nodes() {
+		if out := n.MustDo(t, "ACL", "LOG"); out != "" {
+			t.Errorf("node %s refused commands %s sent (ACL LOG):\n%s", n.Addr, what, out)
+		}
+	}
+}
+
 // cli runs redis-cli against 127.0.0.1:port as user and returns its output and
 // whether Redis answered with an error.
 func cli(t *testing.T, port int, user, password string, args ...string) (string, bool) {
@@ -108,24 +162,13 @@ func exerciseLog(t *testing.T, l *replay.RedisLog) {
 // commands (the ACL log stays empty), and a command outside the ACL is refused.
 func TestRedisACLStandalone(t *testing.T) {
 	t.Parallel()
-	const password, adminPassword = "acl-test-pw", "admin-test-pw"
-	aclFile := filepath.Join(t.TempDir(), "users.acl")
-	acl := "user default off\n" +
-		documentedACL(t, password) + "\n" +
-		"user inspector on >" + adminPassword + " ~* &* +@all\n"
-	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
-	port, addr := srv.Port, srv.Addr
-	if out, refused := cli(t, port, "", "", "PING"); !refused || !strings.Contains(out, "NOAUTH") {
+	srv, cfg := aclStandalone(t)
+	if out, refused := cli(t, srv.Port, "", "", "PING"); !refused || !strings.Contains(out, "NOAUTH") {
 		t.Fatalf("the default user answered PING: %s", out)
 	}
-	l := newRedisLog(t, []string{addr}, replay.RedisConfig{Username: "roomcast", Password: password})
+	l := newRedisLog(t, []string{srv.Addr}, cfg)
 	exerciseLog(t, l)
-	if out, _ := cli(t, port, "inspector", adminPassword, "ACL", "LOG"); out != "" {
-		t.Fatalf("Redis refused commands the log sent (ACL LOG):\n%s", out)
-	}
+	refusedNone(t, srv, "the log")
 	for _, cmd := range [][]string{
 		{"KEYS", "*"},
 		{"SET", "other:key", "v"},
@@ -133,7 +176,7 @@ func TestRedisACLStandalone(t *testing.T) {
 		{"FLUSHALL"},
 		{"CONFIG", "GET", "maxmemory"},
 	} {
-		if out, refused := cli(t, port, "roomcast", password, cmd...); !refused || !strings.Contains(out, "NOPERM") {
+		if out, refused := cli(t, srv.Port, "roomcast", aclPassword, cmd...); !refused || !strings.Contains(out, "NOPERM") {
 			t.Errorf("%v as roomcast: %q, want NOPERM", cmd, out)
 		}
 	}
@@ -144,23 +187,12 @@ func TestRedisACLStandalone(t *testing.T) {
 // its commands. (The default user stays on here: the cluster helpers need it.)
 func TestRedisACLCluster(t *testing.T) {
 	t.Parallel()
-	const password = "acl-test-pw"
-	c := redistest.StartCluster(t, redistest.ClusterConfig{})
-	line := documentedACL(t, password)
-	args := append([]string{"ACL", "SETUSER"}, strings.Fields(strings.TrimPrefix(line, "user "))...)
-	for _, n := range c.Nodes() {
-		n.MustDo(t, args...)
-		n.MustDo(t, "ACL", "LOG", "RESET")
-	}
-	l := newRedisLog(t, c.Addrs(), replay.RedisConfig{Username: "roomcast", Password: password})
+	c, cfg := aclCluster(t)
+	l := newRedisLog(t, c.Addrs(), cfg)
 	exerciseLog(t, l)
-	for _, n := range c.Nodes() {
-		if out := n.MustDo(t, "ACL", "LOG"); out != "" {
-			t.Errorf("node %s refused commands the log sent (ACL LOG):\n%s", n.Addr, out)
-		}
-	}
+	clusterRefusedNone(t, c, "the log")
 	n := c.Nodes()[0]
-	if out, refused := cli(t, n.Port, "roomcast", password, "KEYS", "*"); !refused || !strings.Contains(out, "NOPERM") {
+	if out, refused := cli(t, n.Port, "roomcast", aclPassword, "KEYS", "*"); !refused || !strings.Contains(out, "NOPERM") {
 		t.Errorf("KEYS as roomcast on the cluster: %q, want NOPERM", out)
 	}
 }
