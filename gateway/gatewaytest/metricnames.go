@@ -2,13 +2,9 @@ package gatewaytest
 
 import (
 	"context"
-	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"slices"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // FleetMetrics are the metric families every pod with --redis exports from its
@@ -77,28 +73,9 @@ var RemovedMetrics = []string{
 // ScrapeFamilies fetches url (a /metrics) with hc and returns the names of the
 // metric families it exposes, sorted.
 func ScrapeFamilies(ctx context.Context, hc *http.Client, url string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := fetchFamilies(ctx, hc, url)
 	if err != nil {
-		return nil, fmt.Errorf("gatewaytest: scrape %s: %w", url, err)
+		return nil, err
 	}
-	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	res, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("gatewaytest: scrape %s: %w", url, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("gatewaytest: scrape %s: status %d", url, res.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(res.Body, maxMetricsBytes))
-	if err != nil {
-		return nil, fmt.Errorf("gatewaytest: parse metrics: %w", err)
-	}
-	names := make([]string, 0, len(fams))
-	for name := range fams {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(fams)), nil
 }

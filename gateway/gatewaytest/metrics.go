@@ -67,11 +67,23 @@ func SampleKey(name string, labels ...string) string {
 
 // ParseMetrics reads a Prometheus text exposition with prometheus/common's parser.
 func ParseMetrics(r io.Reader) (Metrics, error) {
+	fams, err := parseFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	return samples(fams), nil
+}
+
+func parseFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(io.LimitReader(r, maxMetricsBytes))
 	if err != nil {
 		return nil, fmt.Errorf("gatewaytest: parse metrics: %w", err)
 	}
+	return fams, nil
+}
+
+func samples(fams map[string]*dto.MetricFamily) Metrics {
 	out := Metrics{}
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
@@ -82,7 +94,7 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 			addSamples(out, name, f.GetType(), m, labels)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func addSamples(out Metrics, name string, typ dto.MetricType, m *dto.Metric, labels []string) {
@@ -115,6 +127,15 @@ func addSamples(out Metrics, name string, typ dto.MetricType, m *dto.Metric, lab
 
 // Scrape fetches url (an admin listener's /metrics) with hc and parses it.
 func Scrape(ctx context.Context, hc *http.Client, url string) (Metrics, error) {
+	fams, err := fetchFamilies(ctx, hc, url)
+	if err != nil {
+		return nil, err
+	}
+	return samples(fams), nil
+}
+
+// fetchFamilies fetches url (a /metrics) with hc and parses its metric families.
+func fetchFamilies(ctx context.Context, hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gatewaytest: scrape %s: %w", url, err)
@@ -128,9 +149,9 @@ func Scrape(ctx context.Context, hc *http.Client, url string) (Metrics, error) {
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("gatewaytest: scrape %s: status %d", url, res.StatusCode)
 	}
-	m, err := ParseMetrics(res.Body)
+	fams, err := parseFamilies(res.Body)
 	if err != nil {
 		return nil, fmt.Errorf("gatewaytest: scrape %s: %w", url, err)
 	}
-	return m, nil
+	return fams, nil
 }
