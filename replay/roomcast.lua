@@ -300,8 +300,7 @@ local function claim(keys, args)
   if valid_boot(cur[1]) and older(boot, cur[1]) then
     return {0, was[1], was[2], was[3], was[4]}
   end
-  local now = redis.call('TIME')
-  local since = fmt(tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+  local since = fmt(now_ms())
   redis.call('DEL', key)
   redis.call('HSET', key, 'boot', boot, 'session', session, 'pod', pod, 'since', since)
   redis.call('PEXPIRE', key, ttl)
