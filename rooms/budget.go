@@ -3,23 +3,7 @@ package rooms
 import (
 	"cmp"
 	"slices"
-	"time"
 )
-
-// budgetLoop enforces MaxQueuedBytes every BudgetInterval until Close.
-func (g *Registry) budgetLoop() {
-	defer g.wg.Done()
-	t := time.NewTicker(g.cfg.BudgetInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			g.enforceBudget()
-		}
-	}
-}
 
 type queuedMember struct {
 	m     *Member

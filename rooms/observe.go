@@ -36,20 +36,10 @@ func (g *Registry) observer() *Observer {
 
 var noObserver Observer
 
-// sampleLoop samples members' queue depths every SampleInterval until Close.
-func (g *Registry) sampleLoop() {
-	defer g.wg.Done()
-	t := time.NewTicker(g.cfg.SampleInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			if f := g.observer().QueueDepth; f != nil {
-				g.sampleQueues(f)
-			}
-		}
+// sampleQueueDepths samples members' queue depths when an observer wants them.
+func (g *Registry) sampleQueueDepths() {
+	if f := g.observer().QueueDepth; f != nil {
+		g.sampleQueues(f)
 	}
 }
 

@@ -208,12 +208,28 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 		g.shards[i].leaving = make(map[string]chan struct{})
 	}
 	if cfg.MaxQueuedBytes > 0 {
-		g.wg.Add(1)
-		go g.budgetLoop()
+		g.every(cfg.BudgetInterval, func() { g.enforceBudget() }) // enforces MaxQueuedBytes
 	}
-	g.wg.Add(1)
-	go g.sampleLoop()
+	g.every(cfg.SampleInterval, g.sampleQueueDepths)
 	return g, nil
+}
+
+// every runs fn every interval in a goroutine of its own until Close.
+func (g *Registry) every(interval time.Duration, fn func()) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
 }
 
 func (g *Registry) shard(name string) *shard {
