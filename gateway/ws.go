@@ -53,7 +53,7 @@ const wsEnvelopeSlack = 16 << 10
 type wsConn struct {
 	s       *Server
 	c       *websocket.Conn
-	cork    *corkConn     // c's connection; nil if the server did not hand one over
+	cork    *corkConn     // c's connection
 	r       *http.Request // the upgrade request, whose credential publishes
 	who     auth.Principal
 	session string
@@ -426,46 +426,37 @@ func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 	return 0, ""
 }
 
-// write sends one frame within the write timeout.
+// write sends one frame. The connection bounds the write by the write timeout (see
+// corkConn), so the library gets a context without a deadline and sets no timer.
 func (wc *wsConn) write(p []byte) error {
-	return wc.writeAll(p, []int{len(p)})
+	return wc.c.Write(context.Background(), websocket.MessageText, p)
 }
 
-// writeAll sends frames (msgs[i] is buf[ends[i-1]:ends[i]]) within one write
-// timeout.
+// writeAll sends frames (msgs[i] is buf[ends[i-1]:ends[i]]); several go out in one
+// write (see corkConn).
 func (wc *wsConn) writeAll(buf []byte, ends []int) error {
 	if len(ends) == 0 {
 		return nil
 	}
-	if wc.cork == nil {
-		ctx, cancel := context.WithTimeout(wc.ctx, wc.s.cfg.WriteTimeout)
-		defer cancel()
-		return wc.writeFrames(ctx, buf, ends)
-	}
-	// The connection bounds each write (see corkConn); several frames go out in one.
 	if len(ends) == 1 {
-		return wc.c.Write(context.Background(), websocket.MessageText, buf[:ends[0]])
+		return wc.write(buf[:ends[0]])
 	}
 	wc.cork.cork()
 	if wc.s.wsCorkedHook != nil {
 		wc.s.wsCorkedHook(wc.client)
 	}
-	err := wc.writeFrames(context.Background(), buf, ends)
+	var err error
+	start := 0
+	for _, end := range ends {
+		if err = wc.write(buf[start:end]); err != nil {
+			break
+		}
+		start = end
+	}
 	if uerr := wc.cork.uncork(); err == nil {
 		err = uerr
 	}
 	return err
-}
-
-func (wc *wsConn) writeFrames(ctx context.Context, buf []byte, ends []int) error {
-	start := 0
-	for _, end := range ends {
-		if err := wc.c.Write(ctx, websocket.MessageText, buf[start:end]); err != nil {
-			return err
-		}
-		start = end
-	}
-	return nil
 }
 
 // replay writes room i's history after its sent position, as a stream's replay
