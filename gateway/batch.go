@@ -33,30 +33,33 @@ type batchResult struct {
 // idempotencyKey}. A well-formed batch is answered 200 with one result per item; an
 // item's own error fails only that item.
 func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
-	p, aerr := s.parseBatchRequest(r)
-	if aerr != nil {
+	// Every refusal, of the whole batch or of one item, counts once by its code.
+	refuse := func(aerr *apiError) {
 		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 		writeError(w, aerr)
+	}
+	p, aerr := s.parseBatchRequest(r)
+	if aerr != nil {
+		refuse(aerr)
 		return
 	}
 	bp := getBody()
 	defer putBody(bp)
 	if aerr := readBodyInto(bp, r, s.cfg.MaxBatchBody); aerr != nil {
-		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
-		writeError(w, aerr)
+		refuse(aerr)
 		return
 	}
 	items, bad, aerr := decodeBatch(*bp)
 	if aerr != nil {
-		writeError(w, aerr)
+		refuse(aerr)
 		return
 	}
 	switch {
 	case len(items) == 0:
-		writeError(w, newError(http.StatusBadRequest, "empty_batch", "the batch holds no items"))
+		refuse(newError(http.StatusBadRequest, "empty_batch", "the batch holds no items"))
 		return
 	case len(items) > s.cfg.MaxBatchItems:
-		writeError(w, newError(http.StatusRequestEntityTooLarge, "too_many_items", "a batch holds at most "+strconv.Itoa(s.cfg.MaxBatchItems)+" items"))
+		refuse(newError(http.StatusRequestEntityTooLarge, "too_many_items", "a batch holds at most "+strconv.Itoa(s.cfg.MaxBatchItems)+" items"))
 		return
 	}
 	results := make([]batchResult, len(items))
@@ -66,6 +69,7 @@ func (s *Server) publishBatch(w http.ResponseWriter, r *http.Request) {
 	for i := range items {
 		res, it := &results[i], &items[i]
 		if bad != nil && bad[i] != nil {
+			s.m.publishErrors.WithLabelValues(bad[i].Code).Inc()
 			res.fail(bad[i])
 			continue
 		}

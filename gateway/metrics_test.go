@@ -471,3 +471,28 @@ func TestGoCollectorHasSchedLatencies(t *testing.T) {
 		return schedCount() > before
 	})
 }
+
+// Every refusal of POST /events counts in roomcast_publish_errors_total under its
+// code, whether it refuses the whole batch or one item of it.
+func TestBatchRefusalsAreCounted(t *testing.T) {
+	p := newPod(t, podConfig{gw: gateway.Config{MaxBatchItems: 2}})
+	const name = "roomcast_publish_errors_total"
+	for _, tc := range []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{`[{"room":"a",`, 400, "invalid_json"},
+		{`[]`, 400, "empty_batch"},
+		{`[{"room":"a","body":1},{"room":"a","body":2},{"room":"a","body":3}]`, 413, "too_many_items"},
+		// A well-formed batch whose first item is not an object: that item alone fails.
+		{`[7,{"room":"a","body":1}]`, 200, "invalid_item"},
+	} {
+		before := p.metrics(t)
+		res := do(t, http.MethodPost, p.public.URL+"/events", tc.body, "Content-Type", "application/json")
+		if res.status != tc.status || !strings.Contains(res.body, `"`+tc.code+`"`) {
+			t.Fatalf("POST /events %s: %d %s, want %d with %s", tc.body, res.status, res.body, tc.status, tc.code)
+		}
+		moved(t, before, p.metrics(t), 1, name, "error", tc.code)
+	}
+}
