@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/roomcast/roomcast/cmd/internal/size"
 )
 
 // config is every flag of the gateway. Each flag has an environment twin,
@@ -187,32 +189,12 @@ func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 func (b *byteSize) Get() any { return *b }
 
 func (b *byteSize) Set(s string) error {
-	n, err := parseSize(s)
+	n, err := size.Parse(s)
 	if err != nil {
 		return err
 	}
 	*b = byteSize(n)
 	return nil
-}
-
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q: want a number of bytes, optionally with KiB, MiB or GiB", s)
-	}
-	return n * mult, nil
 }
 
 var _ flag.Getter = (*byteSize)(nil)

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,10 +68,21 @@ func TestBadConfiguration(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"65536": 65536, "64KiB": 65536, "64KB": 64000, "1MiB": 1 << 20, "2GiB": 2 << 30, "512 MiB": 512 << 20} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+func TestSizeFlagsShareOneRule(t *testing.T) {
+	// Every unit is a power of 1024 whatever its case, as in roomcastctl.
+	for in, want := range map[string]int64{"65536": 65536, "64KiB": 65536, "64KB": 65536, "64kb": 65536, "64K": 65536,
+		"1MiB": 1 << 20, "4M": 4 << 20, "4Mi": 4 << 20, "2GiB": 2 << 30, "512 MiB": 512 << 20} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("byteSize.Set(%q) = %d, %v; want %d", in, b, err, want)
 		}
+	}
+	// A size past a flag's range parses, and the range names it in the same units.
+	if err := checkConfig([]string{"--max-queued-bytes", "2TiB"}, noEnvironment); err == nil || !strings.Contains(err.Error(), "between 1KiB and 1TiB") {
+		t.Errorf("--max-queued-bytes 2TiB: %v, want the range error", err)
+	}
+	var b byteSize
+	if err := b.Set("64 bytes"); err == nil || !strings.Contains(err.Error(), "KiB") {
+		t.Errorf("byteSize.Set(\"64 bytes\") = %v, want an error naming the accepted forms", err)
 	}
 }

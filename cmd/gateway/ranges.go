@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/roomcast/roomcast/cmd/internal/size"
 )
 
 // bound is the range a numeric flag accepts, in the flag's unit: nanoseconds for
@@ -105,9 +107,9 @@ func (c config) checkRelations() error {
 	case c.RetryMin > c.RetryMax:
 		return fmt.Errorf("--retry-min %s: must not exceed --retry-max %s", fmtDuration(c.RetryMin), fmtDuration(c.RetryMax))
 	case c.MaxBatchBody < c.MaxBody:
-		return fmt.Errorf("--max-batch-body %s: must be at least --max-body %s", fmtSize(int64(c.MaxBatchBody)), fmtSize(int64(c.MaxBody)))
+		return fmt.Errorf("--max-batch-body %s: must be at least --max-body %s", size.Format(int64(c.MaxBatchBody)), size.Format(int64(c.MaxBody)))
 	case c.MaxQueuedBytes != 0 && c.MaxQueuedBytes < c.QueueBytes:
-		return fmt.Errorf("--max-queued-bytes %s: must be 0 (no limit) or at least --queue-bytes %s", fmtSize(int64(c.MaxQueuedBytes)), fmtSize(int64(c.QueueBytes)))
+		return fmt.Errorf("--max-queued-bytes %s: must be 0 (no limit) or at least --queue-bytes %s", size.Format(int64(c.MaxQueuedBytes)), size.Format(int64(c.QueueBytes)))
 	case c.DrainTimeout <= c.DrainDelay+c.DrainWindow:
 		return fmt.Errorf("--drain-timeout %s: must exceed --drain-delay %s + --drain-window %s",
 			fmtDuration(c.DrainTimeout), fmtDuration(c.DrainDelay), fmtDuration(c.DrainWindow))
@@ -163,7 +165,7 @@ func describe(v flag.Value, b bound) string {
 		case time.Duration:
 			f = func(x float64) string { return fmtDuration(time.Duration(x)) }
 		case byteSize:
-			f = func(x float64) string { return fmtSize(int64(x)) }
+			f = func(x float64) string { return size.Format(int64(x)) }
 		}
 	}
 	s := "between " + f(b.min) + " and " + f(b.max)
@@ -183,18 +185,6 @@ func fmtDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-func fmtSize(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		size   int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // checkListenAddr accepts host:port with an explicit host and a numeric port (0: the

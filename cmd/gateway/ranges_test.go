@@ -57,6 +57,7 @@ func TestOutOfRangeFlagsAreRejected(t *testing.T) {
 		{"max-batch-body 0", []string{"--max-batch-body", "0"}, "--max-batch-body"},
 		{"max-batch-body below max-body", []string{"--max-body", "1MiB", "--max-batch-body", "512KiB"}, "--max-batch-body"},
 		{"max-queued-bytes -1", []string{"--max-queued-bytes", "-1"}, "--max-queued-bytes"},
+		{"max-queued-bytes 2TiB", []string{"--max-queued-bytes", "2TiB"}, "--max-queued-bytes"},
 		{"max-queued-bytes below queue-bytes", []string{"--max-queued-bytes", "1MiB", "--queue-bytes", "4MiB"}, "--max-queued-bytes"},
 		{"redis-timeout 1ns", []string{"--redis-timeout", "1ns"}, "--redis-timeout"},
 		{"redis-timeout 0", []string{"--redis-timeout", "0"}, "--redis-timeout"},

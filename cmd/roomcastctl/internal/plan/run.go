@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/roomcast/roomcast/cmd/internal/size"
 )
 
 // Exit codes, as every roomcastctl command uses them.
@@ -101,7 +103,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	if perRoom {
 		in.PublishRate = r * float64(in.Rooms)
 	}
-	pl, err := ParseSize(payload)
+	pl, err := size.Parse(payload)
 	if err != nil {
 		return usage(err)
 	}
@@ -116,7 +118,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		if s.v == "" {
 			continue
 		}
-		if *s.out, err = ParseSize(s.v); err != nil {
+		if *s.out, err = size.Parse(s.v); err != nil {
 			return usage(err)
 		}
 	}
@@ -129,7 +131,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if s.size {
-			n, err := ParseSize(s.v)
+			n, err := size.Parse(s.v)
 			if err != nil {
 				return usage(err)
 			}

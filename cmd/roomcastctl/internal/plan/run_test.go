@@ -96,16 +96,6 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestParseValues(t *testing.T) {
-	for in, want := range map[string]int64{"512": 512, "512B": 512, "1KiB": 1024, "1280Mi": 1280 << 20, "1.5GB": 1.5e9, "2 GiB": 2 << 30, "64k": 64000} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "-1", "1e3", "inf", "NaN", "0x10", "1..2", "KiB", "2PiB", "1.2.3MB", strings.Repeat("9", 65)} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) accepted", in)
-		}
-	}
 	if r, per, err := ParseRate("0.5/room"); err != nil || r != 0.5 || !per {
 		t.Errorf("ParseRate(0.5/room) = %v %v %v", r, per, err)
 	}
@@ -124,13 +114,10 @@ func TestParseValues(t *testing.T) {
 
 // FuzzValues feeds the flag value parsers anything: they answer in bounds or err.
 func FuzzValues(f *testing.F) {
-	for _, s := range []string{"1280Mi", "1.5GB", "0.5/room", "5000/s", "3-5", "", "-", "9999999999-1", "1e9", "..."} {
+	for _, s := range []string{"0.5/room", "5000/s", "3-5", "", "-", "9999999999-1", "1e9", "..."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := ParseSize(s); err == nil && (n < 0 || n > maxBytes) {
-			t.Fatalf("ParseSize(%q) = %d", s, n)
-		}
 		if r, _, err := ParseRate(s); err == nil && !(r >= 0 && r <= maxRate) {
 			t.Fatalf("ParseRate(%q) = %v", s, r)
 		}

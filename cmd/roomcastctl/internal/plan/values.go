@@ -3,7 +3,6 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -12,42 +11,6 @@ import (
 const maxValueLen = 64
 
 var errTooLong = errors.New("value too long")
-
-// sizeUnits are the suffixes ParseSize accepts, longest first within a family.
-var sizeUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"kB", 1e3}, {"K", 1e3}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
-	{"B", 1},
-}
-
-// ParseSize reads a byte count: a number with an optional unit, 1280MiB, 1280Mi
-// (as Kubernetes writes it), 1.5GB, 512 or 512B. The result is whole bytes, 0..1PiB.
-func ParseSize(s string) (int64, error) {
-	if len(s) > maxValueLen {
-		return 0, errTooLong
-	}
-	num, mult := strings.TrimSpace(s), 1.0
-	for _, u := range sizeUnits {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	v, err := parseNumber(num)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: %w", s, err)
-	}
-	b := math.Round(v * mult)
-	if b > maxBytes {
-		return 0, fmt.Errorf("size %q: more than 1PiB", s)
-	}
-	return int64(b), nil
-}
 
 // ParseRate reads a publish rate: events per second over all rooms ("5000",
 // "5000/s") or per room ("0.5/room"). perRoom reports the second form.
