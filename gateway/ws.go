@@ -97,10 +97,21 @@ type wsRoom struct {
 // wsRoomState is what a connection delivered and had acknowledged in one room,
 // guarded by wsConn.mu.
 type wsRoomState struct {
-	sent    replay.Position
+	sent replay.Position
+	// before is where the connection stood in the epoch it left at its last
+	// resync: an ack of it may still arrive.
+	before  replay.Position
 	ack     replay.Position
 	acked   bool
 	unacked int64
+}
+
+// advance records that the connection sent up to pos.
+func (st *wsRoomState) advance(pos replay.Position) {
+	if pos.Epoch != st.sent.Epoch {
+		st.before = st.sent
+	}
+	st.sent = pos
 }
 
 // kick asks the writer to close the connection with code; the first call counts.
@@ -494,7 +505,7 @@ func (wc *wsConn) replay(i int) error {
 	})
 	r.sent = sent
 	wc.mu.Lock()
-	r.st.sent = sent
+	r.st.advance(sent)
 	wc.mu.Unlock()
 	return err
 }
@@ -502,7 +513,7 @@ func (wc *wsConn) replay(i int) error {
 // delivered records that the connection sent room r up to pos, n events more.
 func (wc *wsConn) delivered(r *wsRoom, pos replay.Position, n int) {
 	wc.mu.Lock()
-	r.st.sent = pos
+	r.st.advance(pos)
 	r.st.unacked += int64(n)
 	wc.mu.Unlock()
 }
@@ -569,7 +580,7 @@ func (wc *wsConn) live() rooms.Reason {
 		wc.mu.Lock()
 		for i := range wc.rooms {
 			r := &wc.rooms[i]
-			r.st.sent = r.sent
+			r.st.advance(r.sent)
 			r.st.unacked += int64(r.batched)
 			r.batched = 0
 		}

@@ -88,6 +88,9 @@ func TestWSAcksCountUnacknowledged(t *testing.T) {
 		{"v": 1, "kind": "ack", "room": "a", "id": epoch + ":9"},
 		{"v": 1, "kind": "ack", "room": "zz", "id": ids[0]},
 		{"v": 1, "kind": "ack", "room": "a", "id": "3"},
+		// An epoch this connection was never delivered in the room.
+		{"v": 1, "kind": "ack", "room": "a", "id": "zzzzzzzz:999999"},
+		{"v": 1, "kind": "ack", "room": "a", "id": "zzzzzzzz:1"},
 	} {
 		c.send(bad)
 		if m := c.next(); m.Kind != "error" || m.Error != "invalid_ack" {
@@ -109,6 +112,39 @@ func TestWSAcksCountUnacknowledged(t *testing.T) {
 	}
 	if status, _ := p.client(t, "bad%20id"); status != http.StatusBadRequest {
 		t.Fatalf("bad client id: %d", status)
+	}
+}
+
+// A client that resumed from an epoch the room no longer has may still ack what it
+// had of that epoch after the resync: that id was delivered to it. Past it, or in
+// any other epoch, an ack is refused.
+func TestWSLateAckAcrossAResyncIsAccepted(t *testing.T) {
+	p := newPod(t, podConfig{})
+	c := dialWS(t, p)
+	c.welcome("late", boot1, map[string]string{"a": "oldepoch:5"})
+	if m := c.next(); m.Kind != "resync" || m.Room != "a" {
+		t.Fatalf("want a resync of a, got %+v", m)
+	}
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{{"oldepoch:6", false}, {"otherepo:5", false}, {"oldepoch:5", true}, {"oldepoch:4", true}} {
+		c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": tc.id})
+		c.send(`{"v":1,"kind":"ping"}`)
+		m := c.next()
+		switch {
+		case tc.ok && m.Kind != "pong":
+			t.Fatalf("ack %s answered %+v, want it taken", tc.id, m)
+		case !tc.ok && (m.Kind != "error" || m.Error != "invalid_ack"):
+			t.Fatalf("ack %s answered %+v, want invalid_ack", tc.id, m)
+		case !tc.ok:
+			if m := c.next(); m.Kind != "pong" {
+				t.Fatalf("want a pong, got %+v", m)
+			}
+		}
+	}
+	if _, ci := p.client(t, "late"); ci.Rooms["a"].LastAck != "oldepoch:4" {
+		t.Fatalf("last ack %q, want oldepoch:4", ci.Rooms["a"].LastAck)
 	}
 }
 

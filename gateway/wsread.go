@@ -104,13 +104,17 @@ func (wc *wsConn) ack(f wsFrame) *apiError {
 	if st == nil {
 		return errBadAck
 	}
-	if pos.Epoch == st.sent.Epoch {
-		if pos.Seq > st.sent.Seq {
-			return errBadAck
-		}
+	switch {
+	case pos.Epoch == st.sent.Epoch && pos.Seq <= st.sent.Seq:
 		// Seqs are dense in an epoch: no more than the seqs after the ack are
 		// unacknowledged (fewer when a resync skipped some).
 		st.unacked = min(st.unacked, int64(st.sent.Seq-pos.Seq))
+	case pos.Epoch == st.before.Epoch && pos.Seq <= st.before.Seq:
+		// A late ack of the epoch the room resynced from: recorded, and nothing
+		// it counts is still unacknowledged.
+	default:
+		// An id this connection was never delivered in this room.
+		return errBadAck
 	}
 	st.ack, st.acked = pos, true
 	return nil
