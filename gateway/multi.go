@@ -310,7 +310,7 @@ func (ms *muxStream) replay(ctx context.Context, i int) error {
 			// A bare seq in the current epoch: pin it for the live dedup.
 			r.set(replay.Position{Epoch: rd.Head.Epoch, Seq: r.sent.Seq})
 		}
-		if len(rd.Events) < s.cfg.ReplayBatch {
+		if !rd.More() {
 			return nil
 		}
 	}

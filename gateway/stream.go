@@ -302,7 +302,7 @@ func (s *Server) history(ctx context.Context, room string, from replay.Position,
 		if after.Epoch == "" {
 			after.Epoch = rd.Head.Epoch
 		}
-		if len(rd.Events) < s.cfg.ReplayBatch {
+		if !rd.More() {
 			return after, nil
 		}
 	}

@@ -29,6 +29,19 @@ type Read struct {
 	Fork bool
 }
 
+// More reports whether the room held events after the last of Events when it was
+// read: a reader that wants everything reads on from there. A read cut short by
+// any limit, the caller's or the log's own, has more; a read that returned nothing
+// has none to continue from.
+func (r Read) More() bool {
+	n := len(r.Events)
+	if n == 0 {
+		return false
+	}
+	last := r.Events[n-1]
+	return last.Epoch == r.Head.Epoch && last.Seq < r.Head.Seq
+}
+
 // ReadOn reads up to limit events after `after`, like Since, and decides where a
 // reader that cannot continue from `after` resyncs to. When after's epoch is gone
 // and the new epoch's start is still retained, the resync point is the position

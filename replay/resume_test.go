@@ -82,3 +82,22 @@ func TestRedisSinceBeyondMaxSeq(t *testing.T) {
 		}
 	}
 }
+
+func TestReadMore(t *testing.T) {
+	ev := func(epoch string, seq uint64) replay.Event { return replay.Event{Room: "r", Epoch: epoch, Seq: seq} }
+	head := replay.Position{Epoch: "e", Seq: 5}
+	for _, tc := range []struct {
+		name string
+		rd   replay.Read
+		want bool
+	}{
+		{"nothing read", replay.Read{Head: head}, false},
+		{"cut short of the head", replay.Read{Events: []replay.Event{ev("e", 1), ev("e", 2)}, Head: head}, true},
+		{"up to the head", replay.Read{Events: []replay.Event{ev("e", 4), ev("e", 5)}, Head: head}, false},
+		{"another epoch than the head", replay.Read{Events: []replay.Event{ev("old", 1)}, Head: head}, false},
+	} {
+		if got := tc.rd.More(); got != tc.want {
+			t.Errorf("%s: More() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
