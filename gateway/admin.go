@@ -111,5 +111,5 @@ func (s *Server) shed(w http.ResponseWriter, r *http.Request) {
 		}
 		n = c
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"closed": s.rooms.Shed(n)})
+	writeJSON(w, http.StatusOK, map[string]int{"closed": s.conns.Shed(n)})
 }

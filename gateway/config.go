@@ -106,6 +106,10 @@ type Config struct {
 	// OwnerTTL is how long a client's claim lives unless refreshed; the connection
 	// refreshes it every third of it (default 30s).
 	OwnerTTL time.Duration
+	// Connections is the registry of the pod's open connections: pass the one the
+	// drain was made with (drain.New(conns, …)), so that drains pace and shed
+	// connections rather than room members. Nil: a registry of the server's own.
+	Connections *Connections
 	// Registry receives the gateway's metrics and is served on /metrics (default: a
 	// new registry).
 	Registry *prometheus.Registry

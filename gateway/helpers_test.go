@@ -73,7 +73,9 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	if pc.drain.Timeout == 0 {
 		pc.drain.Timeout = 10 * time.Second
 	}
-	dr, err := drain.New(reg, pc.drain)
+	conns := gateway.NewConnections(reg)
+	pc.gw.Connections = conns
+	dr, err := drain.New(conns, pc.drain)
 	if err != nil {
 		t.Fatal(err)
 	}

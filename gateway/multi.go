@@ -218,7 +218,13 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 		}
 		ms.rooms = append(ms.rooms, muxRoom{liveRoom: liveRoom{name: name, m: m, q: m.Queue()}})
 	}
-	// The stream is one connection in /admin/stats, however many members it holds.
+	// The stream is one connection, however many members it holds: in the drain's
+	// pacing and sheds, and in /admin/stats.
+	members := make([]*rooms.Member, len(ms.rooms))
+	for i := range ms.rooms {
+		members[i] = ms.rooms[i].m
+	}
+	defer s.conns.add(members)()
 	s.muxStreams.Add(1)
 	s.muxMembers.Add(int64(len(ms.rooms)))
 	defer func() { s.muxStreams.Add(-1); s.muxMembers.Add(-int64(len(ms.rooms))) }()

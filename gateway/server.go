@@ -41,6 +41,8 @@ type Server struct {
 	connects      counterRate   // of roomcast_streams_opened_total, both children
 	resumes       counterRate   // of its resumed="true" child
 
+	conns *Connections // every open connection, the drain's target
+
 	muxBatchHook func()       // runs before each live batch of a multiplexed stream; tests only
 	muxStreams   atomic.Int64 // open multiplexed streams
 	muxMembers   atomic.Int64 // the room members they hold
@@ -69,7 +71,11 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
-		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{}}
+		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
+		conns: cfg.Connections}
+	if s.conns == nil {
+		s.conns = NewConnections(reg)
+	}
 	if s.owners == nil {
 		// The log's registry: the fleet's in Redis, the pod's in memory.
 		o, ok := log.(replay.Owners)

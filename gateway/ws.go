@@ -345,6 +345,11 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 			s.rooms.Leave(wc.rooms[i].m)
 		}
 	}()
+	members := make([]*rooms.Member, len(wc.rooms))
+	for i := range wc.rooms {
+		members[i] = wc.rooms[i].m
+	}
+	defer s.conns.add(members)()
 	s.wsMembers.Add(int64(len(wc.rooms)))
 	defer s.wsMembers.Add(-int64(len(wc.rooms)))
 	first := wc.rooms[0].m

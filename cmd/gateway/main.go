@@ -102,7 +102,9 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		return fail(err)
 	}
 	p.rooms = reg
-	dr, err := drain.New(reg, drain.Config{
+	// A drain paces and sheds connections, however many rooms each follows.
+	conns := gateway.NewConnections(reg)
+	dr, err := drain.New(conns, drain.Config{
 		Delay: cfg.DrainDelay, Window: cfg.DrainWindow, Timeout: cfg.DrainTimeout, Logger: logger,
 	})
 	if err != nil {
@@ -129,8 +131,9 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
 		WSPing:            cfg.WSPing,
 		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
-		Registry: metrics,
-		Logger:   logger,
+		Connections: conns,
+		Registry:    metrics,
+		Logger:      logger,
 	})
 	if err != nil {
 		return fail(err)

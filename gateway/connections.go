@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/roomcast/roomcast/rooms"
+)
+
+// Connections is the pod's registry of open connections, of every transport: a
+// single-room stream, a multiplexed stream or a WebSocket connection is one entry,
+// however many rooms it follows. It is what a drain paces and sheds
+// (drain.Target): a shed closes a connection's room memberships together, so a
+// connection of 32 rooms counts once, as a stream of one room does.
+//
+// Make one with NewConnections, hand it to drain.New and to New (Config.Connections).
+type Connections struct {
+	reg *rooms.Registry
+
+	live atomic.Int64 // registered and not shed
+
+	mu      sync.Mutex
+	open    map[*openConn]struct{}
+	changed chan struct{} // closed and replaced whenever a connection leaves
+}
+
+// openConn is one registered connection: the room members it holds.
+type openConn struct {
+	members []*rooms.Member
+	shed    atomic.Bool // a shed closed it; it leaves once its handler returns
+}
+
+// NewConnections returns an empty registry for the connections over reg.
+func NewConnections(reg *rooms.Registry) *Connections {
+	return &Connections{reg: reg, open: map[*openConn]struct{}{}, changed: make(chan struct{})}
+}
+
+// add registers a connection holding members (joined already) and returns the
+// func that removes it, which the connection calls once it has ended.
+func (c *Connections) add(members []*rooms.Member) (remove func()) {
+	oc := &openConn{members: members}
+	c.mu.Lock()
+	c.open[oc] = struct{}{}
+	c.mu.Unlock()
+	c.live.Add(1)
+	return func() {
+		if !oc.shed.Swap(true) {
+			c.live.Add(-1)
+		}
+		c.mu.Lock()
+		delete(c.open, oc)
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+// Len reports the open connections: registered, and not yet closed by a shed.
+func (c *Connections) Len() int { return int(c.live.Load()) }
+
+// Shed closes up to n open connections with rooms.ReasonShed, each with a
+// reconnect hint, and reports how many it closed. A connection closed before (by
+// an earlier shed, or on its own) does not count.
+func (c *Connections) Shed(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	c.mu.Lock()
+	batch := make([]*openConn, 0, min(n, len(c.open)))
+	for oc := range c.open {
+		if oc.shed.Load() {
+			continue // closed, and on its way out
+		}
+		batch = append(batch, oc)
+		if len(batch) == cap(batch) {
+			break
+		}
+	}
+	c.mu.Unlock()
+	closed := 0
+	for _, oc := range batch {
+		if c.shed(oc) {
+			closed++
+		}
+	}
+	return closed
+}
+
+// shed closes every membership of oc, once; it reports whether this call did.
+func (c *Connections) shed(oc *openConn) bool {
+	if oc.shed.Swap(true) {
+		return false
+	}
+	c.live.Add(-1)
+	for _, m := range oc.members {
+		m.Close(rooms.ReasonShed)
+	}
+	return true
+}
+
+// CloseAll closes every connection and waits until each has left, or ctx ends;
+// then it closes whatever room member no connection held yet (one still joining
+// sees the drain and ends on its own).
+func (c *Connections) CloseAll(ctx context.Context) error {
+	c.Shed(c.Len())
+	for {
+		c.mu.Lock()
+		left, changed := len(c.open), c.changed
+		c.mu.Unlock()
+		if left == 0 {
+			return c.reg.CloseAll(ctx)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("gateway: %d connections still open: %w", left, ctx.Err())
+		}
+	}
+}
