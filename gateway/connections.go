@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/roomcast/roomcast/gateway/auth"
 	"github.com/roomcast/roomcast/rooms"
 )
 
@@ -118,4 +119,17 @@ func (c *Connections) CloseAll(ctx context.Context) error {
 			return fmt.Errorf("gateway: %d connections still open: %w", left, ctx.Err())
 		}
 	}
+}
+
+// watchCredential indexes a connection's first member m by its credential, so that
+// a revocation reaching the pod ends it with a reauth, and checks the credential
+// once more: a revocation that landed while the connection was joining (a room's
+// first join can take seconds on Redis) found nothing to end then. It returns the
+// func that removes the index entry.
+func (s *Server) watchCredential(p auth.Principal, m *rooms.Member) (remove func()) {
+	remove = s.sessions.add(p, m)
+	if s.auth.Revoked(p) {
+		m.Close(rooms.ReasonReauth)
+	}
+	return remove
 }

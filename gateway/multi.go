@@ -231,7 +231,7 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 	// Revocation and expiry end the stream through its first member, which rings
 	// the bell; the stream counts once for its user.
 	first := ms.rooms[0].m
-	defer s.sessions.add(who, first)()
+	defer s.watchCredential(who, first)()
 	defer expireAt(first, who.Expires)()
 	if !who.Expires.IsZero() {
 		sw.credExp = who.Expires.Unix()

@@ -353,7 +353,7 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	s.wsMembers.Add(int64(len(wc.rooms)))
 	defer s.wsMembers.Add(-int64(len(wc.rooms)))
 	first := wc.rooms[0].m
-	defer s.sessions.add(wc.who, first)()
+	defer s.watchCredential(wc.who, first)()
 	defer expireAt(first, wc.who.Expires)()
 	if !s.drain.Accepting() {
 		// The drain began while this connection was joining: it would miss the
