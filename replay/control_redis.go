@@ -126,11 +126,11 @@ func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
 	if !now.Before(r.Until) {
 		return nil
 	}
+	member, notice := encodeRevocation(r)
+	l.revs.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("replay: revoke: %w", err)
 	}
-	member, notice := encodeRevocation(r)
-	l.revs.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	err := l.retry(cctx, true, func(ctx context.Context) error {

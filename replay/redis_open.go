@@ -14,27 +14,30 @@ import (
 // commands from a client that sends no credentials: its default user is on without
 // a password. Anyone who reaches such a Redis can SPUBLISH a doorbell that pods
 // deliver as a room's next event, or write room: keys, whatever the gateway's own
-// user may do; so the log warns, once. It connects as the log does, without the
-// username and password, and PINGs every node that client knows: a refused HELLO
-// (NOAUTH) means credentials are required.
+// user may do; so the log warns, once. A log with credentials connects as it does,
+// without them (a refused HELLO, NOAUTH, means credentials are required); one
+// without uses its own client. Either PINGs every node its client knows.
 func (l *RedisLog) checkOpen() {
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 	defer cancel()
-	anon := l.cfg
-	anon.Username, anon.Password = "", ""
-	c, err := connectRedis(ctx, anon)
-	if err != nil {
-		if l.life.Err() != nil {
+	c := l.client
+	if l.cfg.Username != "" || l.cfg.Password != "" {
+		anon := l.cfg
+		anon.Username, anon.Password = "", ""
+		var err error
+		if c, err = connectRedis(ctx, anon); err != nil {
+			if l.life.Err() != nil {
+				return
+			}
+			if refusesAnonymous(err) {
+				l.cfg.Logger.Debug("redis refuses clients without credentials", "addrs", l.cfg.Addrs)
+			} else {
+				l.cfg.Logger.Debug("could not check whether redis takes clients without credentials", "addrs", l.cfg.Addrs, "err", err)
+			}
 			return
 		}
-		if refusesAnonymous(err) {
-			l.cfg.Logger.Debug("redis refuses clients without credentials", "addrs", l.cfg.Addrs)
-		} else {
-			l.cfg.Logger.Debug("could not check whether redis takes clients without credentials", "addrs", l.cfg.Addrs, "err", err)
-		}
-		return
+		defer c.Close()
 	}
-	defer c.Close()
 	var (
 		mu   sync.Mutex
 		open []string
