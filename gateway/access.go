@@ -134,38 +134,91 @@ func (s *Server) refuse(route, reason string) {
 }
 
 // sessions indexes open streams by the user and token they were opened with, so a
-// revocation can end them, and counts the rooms anonymous streams hold.
+// revocation can end them, and counts the rooms anonymous streams hold, on the pod
+// and per client address.
 type sessions struct {
 	mu    sync.Mutex
 	byKey map[string]map[*rooms.Member]auth.Principal // "sub:<sub>" and "jti:<jti>"
 
-	maxAnon int            // rooms anonymous streams may hold on the pod; 0: no cap
-	anon    map[string]int // room → anonymous streams in it
+	maxAnon      int                       // rooms anonymous streams may hold on the pod; 0: no cap
+	maxAnonPerIP int                       // rooms they may hold per client address; 0: no quota
+	anon         map[string]int            // room → anonymous streams in it (with a cap)
+	anonByIP     map[string]map[string]int // address → room → its anonymous streams in it (with a quota)
 }
 
-func newSessions(maxAnon int) *sessions {
-	return &sessions{byKey: map[string]map[*rooms.Member]auth.Principal{}, maxAnon: maxAnon, anon: map[string]int{}}
+func newSessions(maxAnon, maxAnonPerIP int) *sessions {
+	return &sessions{byKey: map[string]map[*rooms.Member]auth.Principal{}, maxAnon: maxAnon, maxAnonPerIP: maxAnonPerIP,
+		anon: map[string]int{}, anonByIP: map[string]map[string]int{}}
 }
 
-// holdAnonymous reserves room for an anonymous stream: false when that would make
-// anonymous streams hold more rooms than the cap. release undoes it.
-func (ss *sessions) holdAnonymous(room string) (release func(), ok bool) {
-	if ss.maxAnon <= 0 {
-		return func() {}, true
+// holdAnonymous reserves rooms (distinct names) for one anonymous stream from addr
+// ("": an address that is not counted), all or none. It refuses, naming the reject
+// reason, when that would make anonymous streams hold more rooms than the pod's cap,
+// or those from addr more than its quota. release undoes it.
+func (ss *sessions) holdAnonymous(addr string, rooms ...string) (release func(), reason string) {
+	capped, quota := ss.maxAnon > 0, ss.maxAnonPerIP > 0 && addr != ""
+	if !capped && !quota {
+		return func() {}, ""
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.anon[room] == 0 && len(ss.anon) >= ss.maxAnon {
-		return nil, false
+	mine := ss.anonByIP[addr]
+	newOnPod, newForAddr := 0, 0
+	for _, room := range rooms {
+		if ss.anon[room] == 0 {
+			newOnPod++
+		}
+		if mine[room] == 0 {
+			newForAddr++
+		}
 	}
-	ss.anon[room]++
+	switch {
+	case capped && len(ss.anon)+newOnPod > ss.maxAnon:
+		return nil, rejectAnonymousRooms
+	case quota && len(mine)+newForAddr > ss.maxAnonPerIP:
+		return nil, rejectAnonymousRoomsIP
+	}
+	if quota && mine == nil {
+		mine = map[string]int{}
+		ss.anonByIP[addr] = mine
+	}
+	for _, room := range rooms {
+		if capped {
+			ss.anon[room]++
+		}
+		if quota {
+			mine[room]++
+		}
+	}
 	return func() {
 		ss.mu.Lock()
-		if ss.anon[room]--; ss.anon[room] <= 0 {
-			delete(ss.anon, room)
+		defer ss.mu.Unlock()
+		for _, room := range rooms {
+			if capped {
+				if ss.anon[room]--; ss.anon[room] <= 0 {
+					delete(ss.anon, room)
+				}
+			}
+			if quota {
+				if mine[room]--; mine[room] <= 0 {
+					delete(mine, room)
+				}
+			}
 		}
-		ss.mu.Unlock()
-	}, true
+		if quota && len(mine) == 0 {
+			delete(ss.anonByIP, addr)
+		}
+	}, ""
+}
+
+// anonymousAddress is the address whose quota an anonymous stream of r counts
+// against: the one MaxStreamsPerIP counts, "" when it counts against none.
+func (s *Server) anonymousAddress(r *http.Request) string {
+	addr, counted := s.admission.address(r)
+	if !counted {
+		return ""
+	}
+	return addr
 }
 
 func sessionKeys(p auth.Principal) []string {

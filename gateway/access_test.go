@@ -367,6 +367,37 @@ func TestOpenModeKeepsTodaysBehaviour(t *testing.T) {
 	}
 }
 
+// TestAnonymousRoomsPerAddress: one client address cannot take the pod's anonymous
+// rooms from every other. Its streams, one room or several, SSE or WebSocket, hold
+// at most MaxAnonymousRoomsPerIP rooms; one for a further room is turned away (a
+// room it holds already still takes more streams), and another address still gets
+// its rooms.
+func TestAnonymousRoomsPerAddress(t *testing.T) {
+	cfg := gateway.Config{MaxAnonymousRooms: 100, MaxAnonymousRoomsPerIP: 3, ClientIPHeader: "X-Forwarded-For",
+		RetryMin: time.Second, RetryMax: 2 * time.Second}
+	p := newPod(t, podConfig{gw: cfg})
+	from := func(addr string) []string { return []string{"X-Forwarded-For", addr} }
+
+	// A flood from one address: a multiplexed stream, then single rooms.
+	expectAnchor(t, p.subscribeMany(t, []string{"flood.1", "flood.2"}, "", from("6.6.6.6")...))
+	expectAnchor(t, p.subscribe(t, "flood.3", "", from("6.6.6.6")...))
+	turnedAway(t, p.subscribe(t, "flood.4", "", from("6.6.6.6")...), cfg)
+	turnedAway(t, p.subscribeMany(t, []string{"flood.1", "flood.5"}, "", from("6.6.6.6")...), cfg)
+	ws := dialWS(t, p, from("6.6.6.6")...)
+	ws.hello("c-flood", testBoot(time.Now().UnixMilli(), 1), map[string]string{"flood.6": ""})
+	ws.wantClose(1013)
+	expectAnchor(t, p.subscribe(t, "flood.1", "", from("6.6.6.6")...))
+	if got := p.metrics(t).Value("roomcast_streams_rejected_total", "reason", "anonymous_rooms_ip"); got != 3 {
+		t.Fatalf("roomcast_streams_rejected_total{reason=anonymous_rooms_ip} = %v, want 3", got)
+	}
+
+	// Another address reads its rooms, the flooded ones among them.
+	expectAnchor(t, p.subscribe(t, "news", "", from("7.7.7.7")...))
+	expectAnchor(t, p.subscribeMany(t, []string{"flood.4", "lobby"}, "", from("7.7.7.7")...))
+	other := dialWS(t, p, from("7.7.7.7")...)
+	other.welcome("c-other", testBoot(time.Now().UnixMilli(), 2), map[string]string{"flood.4": ""})
+}
+
 // TestAnonymousRoomsAreCapped: streams without a credential may make the pod hold
 // only so many rooms; one more is turned away with 200, a longer retry hint and an
 // end, a room already held still takes more streams, and a room freed is free again.

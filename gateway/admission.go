@@ -19,6 +19,9 @@ const (
 	rejectClientIP = "client_ip"
 	// rejectAnonymousRooms: anonymous streams already hold as many rooms as they may.
 	rejectAnonymousRooms = "anonymous_rooms"
+	// rejectAnonymousRoomsIP: anonymous streams from the client's address already
+	// hold as many rooms as they may.
+	rejectAnonymousRoomsIP = "anonymous_rooms_ip"
 )
 
 // admission bounds new streams: a token bucket of stream starts per second for the
@@ -60,9 +63,11 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 		return nil, rejectCapacity
 	}
 	// counted: the stream holds a place in byIP[ip], which release gives back.
-	ip, counted := "", a.maxPerIP > 0 && !(a.loopbackUncapped && isLoopback(r.RemoteAddr))
+	ip, counted := "", false
+	if a.maxPerIP > 0 {
+		ip, counted = a.address(r)
+	}
 	if counted {
-		ip = a.clientIP(r)
 		a.mu.Lock()
 		if a.byIP[ip] >= a.maxPerIP {
 			a.mu.Unlock()
@@ -103,6 +108,15 @@ func (a *admission) releaseIP(ip string) {
 		delete(a.byIP, ip)
 	}
 	a.mu.Unlock()
+}
+
+// address is the client address r counts against per-address caps, and whether it
+// counts at all: a loopback peer does not when loopback is uncapped.
+func (a *admission) address(r *http.Request) (string, bool) {
+	if a.loopbackUncapped && isLoopback(r.RemoteAddr) {
+		return "", false
+	}
+	return a.clientIP(r), true
 }
 
 // clientIP is the peer's address, or, when a trusted proxy header is configured and

@@ -52,6 +52,12 @@ type Config struct {
 	// take one more is turned away like any other the pod cannot take now (zero: no
 	// cap). It bounds the subscriptions clients nobody knows can make a pod hold.
 	MaxAnonymousRooms int
+	// MaxAnonymousRoomsPerIP caps the rooms such streams from one client address may
+	// hold on the pod, so that one client cannot take MaxAnonymousRooms from every
+	// other: the address is the one MaxStreamsPerIP counts (ClientIPHeader's, else
+	// the peer's; loopback peers uncounted under LoopbackUncapped), a stream that
+	// would take one more is turned away the same way (zero: no quota).
+	MaxAnonymousRoomsPerIP int
 	// AllowOrigins lists the origins whose pages may call the room routes, POST
 	// /events and POST /tickets from another origin (CORS, with credentials), each
 	// scheme://host[:port]; state-changing requests from them pass the cross-origin
@@ -181,7 +187,7 @@ func (c *Config) fill() error {
 		return errors.New("gateway: websocket ping, hello timeout and owner TTL must be positive")
 	case c.MaxRoomsPerStream < 1 || c.MaxRoomsPerStream > MaxRoomsPerStreamLimit:
 		return fmt.Errorf("gateway: rooms per stream %d: need 1 to %d", c.MaxRoomsPerStream, MaxRoomsPerStreamLimit)
-	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0:
+	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0 || c.MaxAnonymousRoomsPerIP < 0:
 		return errors.New("gateway: admission limits must not be negative")
 	}
 	return nil

@@ -51,7 +51,8 @@
 // stream is indexed by its user and token while it is open: at its credential's
 // expiry, or when POST /admin/revoke reaches any pod, it ends with event: reauth (no
 // id, so the client resumes where it was) and a final retry:. Anonymous streams may
-// make a pod hold at most Config.MaxAnonymousRooms rooms.
+// make a pod hold at most Config.MaxAnonymousRooms rooms, and those from one client
+// address at most Config.MaxAnonymousRoomsPerIP.
 //
 // # Must not
 //

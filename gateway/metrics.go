@@ -66,7 +66,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			m.authRefused.WithLabelValues(route, why)
 		}
 	}
-	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP, rejectAnonymousRooms} {
+	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP, rejectAnonymousRooms, rejectAnonymousRoomsIP} {
 		m.streamsTurned.WithLabelValues(r)
 	}
 	m.streamsOpened.WithLabelValues("true")

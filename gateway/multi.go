@@ -179,16 +179,13 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 		reject = rejectDraining
 	}
 	if reject == "" && who.Source == auth.SourceAnonymous {
-		// The anonymous cap counts rooms: each room of the stream holds one.
-		for _, name := range names {
-			releaseRoom, ok := s.sessions.holdAnonymous(name)
-			if !ok {
-				release()
-				reject = rejectAnonymousRooms
-				break
-			}
+		// The anonymous cap and quota count rooms: each room of the stream holds one.
+		if releaseRooms, why := s.sessions.holdAnonymous(s.anonymousAddress(r), names...); why == "" {
 			releaseAll := release
-			release = func() { releaseRoom(); releaseAll() }
+			release = func() { releaseRooms(); releaseAll() }
+		} else {
+			release()
+			reject = why
 		}
 	}
 	if reject != "" {

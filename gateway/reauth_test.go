@@ -170,6 +170,45 @@ func TestFleetTicketsAndRevocations(t *testing.T) {
 	}
 }
 
+// TestFleetRevocationOutlivesRedisData: Redis restarts without its data, so
+// room:revoked is gone; the pod that revoked writes the revocation back, and a pod
+// started after the loss refuses the token once it has been.
+func TestFleetRevocationOutlivesRedisData(t *testing.T) {
+	port := redistest.FreePort(t)
+	srv := redistest.StandaloneAt(t, port)
+	keys := gatewaytest.NewKeys(t)
+	a := newSecurePod(t, newRedisLog(t, srv), keys, gateway.Config{})
+	user := redistest.Prefix(t)
+	room := "team-7." + user
+	tok := a.token(t, "ES256", user, time.Hour, []string{"team-7.*"}, nil)
+	revoke(t, a.pod, `{"sub":"`+user+`"}`)
+
+	// A new server on the same address, in a new directory: nothing of the old data.
+	_, _ = srv.Do("SHUTDOWN", "NOSAVE")
+	srv = redistest.StandaloneAt(t, port)
+
+	b := newSecurePod(t, newRedisLog(t, srv), keys, gateway.Config{})
+	learned := make(chan struct{}, 1)
+	b.auth.OnRevoke(func(r replay.Revocation) {
+		if r.Kind == "sub" && r.Value == user {
+			select {
+			case learned <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if got := openStatus(t, b.public.URL, room, "", "Authorization", "Bearer "+tok); got != 401 {
+		select {
+		case <-learned:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("a pod started after Redis lost its data admits the revoked token (%d) and never learns the revocation", got)
+		}
+	}
+	if got := openStatus(t, b.public.URL, room, "", "Authorization", "Bearer "+tok); got != 401 {
+		t.Fatalf("revoked on A before Redis lost its data, token on B: %d, want 401", got)
+	}
+}
+
 func newRedisLog(t testing.TB, c addrser) replay.Log {
 	t.Helper()
 	l, err := replay.NewRedisLog(t.Context(), replay.RedisConfig{Addrs: c.Addrs(), History: 1000})

@@ -71,7 +71,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
-		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
+		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms, cfg.MaxAnonymousRoomsPerIP), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
 		conns: cfg.Connections}
 	if s.conns == nil {
 		s.conns = NewConnections(reg)

@@ -143,12 +143,12 @@ func (s *Server) admitRoomStream(w http.ResponseWriter, r *http.Request, room st
 		reject = rejectDraining
 	}
 	if reject == "" && who.Source == auth.SourceAnonymous {
-		if releaseRoom, ok := s.sessions.holdAnonymous(room); ok {
+		if releaseRoom, why := s.sessions.holdAnonymous(s.anonymousAddress(r), room); why == "" {
 			releaseAll := release
 			release = func() { releaseRoom(); releaseAll() }
 		} else {
 			release()
-			reject = rejectAnonymousRooms
+			reject = why
 		}
 	}
 	if reject != "" {

@@ -417,14 +417,16 @@ func (wc *wsConn) checkGrants(names []string) (websocket.StatusCode, string) {
 func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 	s := wc.s
 	if wc.who.Source == auth.SourceAnonymous {
-		for _, name := range h.names {
-			releaseRoom, ok := s.sessions.holdAnonymous(name)
-			if !ok {
-				s.m.streamsTurned.WithLabelValues(rejectAnonymousRooms).Inc()
-				return wsTryAgainLater, "the pod holds as many rooms for anonymous clients as it may"
-			}
-			wc.releases = append(wc.releases, releaseRoom)
+		releaseRooms, why := s.sessions.holdAnonymous(s.anonymousAddress(wc.r), h.names...)
+		switch why {
+		case rejectAnonymousRooms:
+			s.m.streamsTurned.WithLabelValues(why).Inc()
+			return wsTryAgainLater, "the pod holds as many rooms for anonymous clients as it may"
+		case rejectAnonymousRoomsIP:
+			s.m.streamsTurned.WithLabelValues(why).Inc()
+			return wsTryAgainLater, "this address holds as many rooms for anonymous clients as it may"
 		}
+		wc.releases = append(wc.releases, releaseRooms)
 	}
 	wc.rooms = make([]wsRoom, 0, len(h.names))
 	for _, name := range h.names {

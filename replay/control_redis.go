@@ -111,7 +111,9 @@ func (l *RedisLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
 // Revoke implements Revocations: ZADD GT (a repeat never shortens Until), prune
 // what ended and what is beyond the bound (the revocations that end first go
 // first), then SPUBLISH the notice, pipelined; the whole is safe to repeat. A
-// revocation whose Until has passed is accepted and not stored.
+// revocation whose Until has passed is accepted and not stored. A watching log
+// remembers r even when the write fails, and writes it back once Redis lacks it
+// (control_redis_restore.go).
 func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
 	if l.isClosed.Load() {
 		return ErrClosed
@@ -124,10 +126,11 @@ func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
 	if !now.Before(r.Until) {
 		return nil
 	}
+	member, notice := encodeRevocation(r)
+	l.revs.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("replay: revoke: %w", err)
 	}
-	member, notice := encodeRevocation(r)
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	err := l.retry(cctx, true, func(ctx context.Context) error {
@@ -162,6 +165,8 @@ type redisRevocations struct {
 
 	bad    atomic.Uint64 // malformed members, notices and tickets
 	badLog atomic.Int64  // when one was last logged, Unix ns
+
+	known revKnown // what to write back when Redis lost it (control_redis_restore.go)
 }
 
 type revWatcher struct {
@@ -276,13 +281,15 @@ func (l *RedisLog) onRevocationNotice(m rueidis.PubSubMessage) {
 		l.warnRarely(&l.revs.badLog, "malformed revocation notice ignored (check who may SPUBLISH to room:revoked)", "bad_revocations", n)
 		return
 	}
-	if time.Now().Before(r.Until) {
+	if now := time.Now(); now.Before(r.Until) {
+		member, _ := encodeRevocation(r)
+		l.revs.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
 		l.deliverRevocations([]Revocation{r})
 	}
 }
 
 // revocationReloads reads the whole set when asked and every revocationReload,
-// until Close.
+// and writes back what it lacks, until Close.
 func (l *RedisLog) revocationReloads() {
 	l.revs.mu.Lock()
 	every := cmp.Or(l.revs.every, revocationReload)
@@ -299,20 +306,21 @@ func (l *RedisLog) revocationReloads() {
 		if !l.connected.Load() {
 			continue
 		}
-		rs, err := l.loadRevocations()
+		ld, err := l.loadRevocations()
 		if err != nil {
 			if l.life.Err() == nil {
 				l.cfg.Logger.Debug("revocations not read; trying again", "err", err)
 			}
 			continue
 		}
-		l.deliverRevocations(rs)
+		l.deliverRevocations(ld.revs)
+		l.restoreRevocations(ld)
 	}
 }
 
 // loadRevocations prunes the revocations that ended and reads those in force,
 // ordered by Until, within Timeout. Malformed members are skipped and counted.
-func (l *RedisLog) loadRevocations() ([]Revocation, error) {
+func (l *RedisLog) loadRevocations() (revLoad, error) {
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 	defer cancel()
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
@@ -325,9 +333,9 @@ func (l *RedisLog) loadRevocations() ([]Revocation, error) {
 	}
 	scores, err := res[1].AsZScores()
 	if err != nil {
-		return nil, fmt.Errorf("replay: revocations: read: %w", err)
+		return revLoad{}, fmt.Errorf("replay: revocations: read: %w", err)
 	}
-	out := make([]Revocation, 0, len(scores))
+	ld := revLoad{revs: make([]Revocation, 0, len(scores)), present: make([]revEntry, 0, len(scores)), read: len(scores)}
 	bad := 0
 	for _, z := range scores {
 		r, ok := decodeRevocationMember(z.Member, z.Score)
@@ -335,14 +343,18 @@ func (l *RedisLog) loadRevocations() ([]Revocation, error) {
 			bad++
 			continue
 		}
-		out = append(out, r)
+		ld.revs = append(ld.revs, r)
+		ld.present = append(ld.present, revEntry{member: z.Member, until: r.Until.UnixMilli()})
+	}
+	if len(scores) > 0 {
+		ld.floor = int64(scores[0].Score)
 	}
 	if bad > 0 {
 		n := l.revs.bad.Add(uint64(bad))
 		l.warnRarely(&l.revs.badLog, "malformed revocations in room:revoked skipped (check who may write room: keys)",
 			"skipped", bad, "bad_revocations", n)
 	}
-	return out, nil
+	return ld, nil
 }
 
 // revocationJSON is a revocation in Redis: the set's member without Until (the

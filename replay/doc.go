@@ -42,6 +42,9 @@
 // (revoked users and tokens until they may be forgotten, with watchers). RedisLog
 // keeps them under room: too, outside every room's keys: room:ticket:{<id>} (SET PX
 // NX, GETDEL) and the sorted set and shard channel room:revoked (control_redis.go).
+// A watching RedisLog remembers the revocations in force it wrote or read and writes
+// back those room:revoked lacks after each read of it, so a Redis that lost its data
+// gets them back from any pod that knew them (control_redis_restore.go).
 //
 // Both also implement Occupancy: each pod's member count of each room it holds, with
 // a TTL, for operators. RedisLog keeps a room's records in the hash room:{r}:pods,

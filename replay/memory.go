@@ -24,10 +24,16 @@ type MemoryConfig struct {
 	// MaxBytes caps the memory held by all histories, idempotency keys and room
 	// records (RoomOverhead plus the name, per room), in bytes (default 512 MiB). A
 	// room over budget sheds its own oldest events first; when it has none left to
-	// shed, Append returns ErrFull. Keys are never shed before their TTL.
+	// shed, Append returns ErrFull.
 	MaxBytes int64
 	// IdempotencyTTL is how long an idempotency key is remembered (default 1h).
 	IdempotencyTTL time.Duration
+	// MaxIdempotencyBytes caps the bytes one room's idempotency keys hold (each its
+	// length plus 64), so that one room's keys cannot fill MaxBytes for every
+	// room (default MaxBytes/16). A new key that would pass it makes the room forget
+	// its own oldest keys first, even inside their TTL; a room's keys are otherwise
+	// kept for their whole TTL.
+	MaxIdempotencyBytes int64
 	// MaxIdempotencyKeys, when positive, caps the keys remembered per room, oldest
 	// forgotten first, even inside their TTL. Zero (the default): no cap; keys are
 	// bounded by IdempotencyTTL and MaxBytes, so every key holds for its whole TTL.
@@ -52,6 +58,9 @@ func (c *MemoryConfig) fill() error {
 	if c.IdempotencyTTL == 0 {
 		c.IdempotencyTTL = time.Hour
 	}
+	if c.MaxIdempotencyBytes == 0 {
+		c.MaxIdempotencyBytes = max(c.MaxBytes/idemShare, 1)
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -66,6 +75,8 @@ func (c *MemoryConfig) fill() error {
 		return fmt.Errorf("replay: max bytes %d: must be positive", c.MaxBytes)
 	case c.MaxIdempotencyKeys < 0:
 		return fmt.Errorf("replay: max idempotency keys %d: must not be negative", c.MaxIdempotencyKeys)
+	case c.MaxIdempotencyBytes < 0:
+		return fmt.Errorf("replay: max idempotency bytes %d: must not be negative", c.MaxIdempotencyBytes)
 	}
 	return nil
 }
@@ -80,6 +91,12 @@ const (
 	// its name is charged on top.
 	roomOverhead = 320
 )
+
+// idemShare: by default one room's idempotency keys may hold 1/idemShare of
+// MaxBytes.
+const idemShare = 16
+
+func keyCost(key string) int64 { return int64(len(key) + keyOverhead) }
 
 func roomCost(name string) int64 { return int64(roomOverhead + len(name)) }
 
@@ -130,6 +147,7 @@ type memRoom struct {
 
 	idem      map[string]idemEntry
 	idemOrder []string // insertion order, for eviction
+	idemBytes int64    // keyCost of every key in idem, within MaxIdempotencyBytes
 }
 
 type idemEntry struct {
@@ -240,7 +258,9 @@ func (l *MemoryLog) appendLocked(r *memRoom, room string, m Message) (Event, err
 	}
 	cost := int64(len(m.Body) + len(m.Type) + eventOverhead)
 	if m.IdempotencyKey != "" {
-		cost += int64(len(m.IdempotencyKey) + keyOverhead)
+		// The room makes room for the new key among its own keys first.
+		cost += keyCost(m.IdempotencyKey)
+		l.expireKeysLocked(r, now, keyCost(m.IdempotencyKey))
 	}
 	for l.bytes.Load()+cost > l.cfg.MaxBytes && len(r.events) > r.off {
 		l.dropOldestLocked(r)
@@ -272,7 +292,7 @@ func eventCost(ev Event) int64 { return int64(len(ev.Body) + len(ev.Type) + even
 func (l *MemoryLog) resetLocked(r *memRoom) {
 	l.bytes.Add(-r.bytes)
 	r.epoch, r.seq, r.off, r.bytes = newEpoch(), 0, 0, 0
-	r.events, r.idem, r.idemOrder = nil, nil, nil
+	r.events, r.idem, r.idemOrder, r.idemBytes = nil, nil, nil, 0
 }
 
 func (l *MemoryLog) dropOldestLocked(r *memRoom) {
@@ -295,25 +315,29 @@ func (l *MemoryLog) rememberLocked(r *memRoom, key string, pos Position, now tim
 	}
 	if _, ok := r.idem[key]; !ok {
 		r.idemOrder = append(r.idemOrder, key)
-		c := int64(len(key) + keyOverhead)
+		c := keyCost(key)
+		r.idemBytes += c
 		r.bytes += c
 		l.bytes.Add(c)
 	}
 	r.idem[key] = idemEntry{pos: pos, at: now}
-	l.expireKeysLocked(r, now)
+	l.expireKeysLocked(r, now, 0)
 }
 
-// expireKeysLocked forgets the room's keys past their TTL, or past
-// MaxIdempotencyKeys when that is set, oldest first.
-func (l *MemoryLog) expireKeysLocked(r *memRoom, now time.Time) {
+// expireKeysLocked forgets the room's keys past their TTL, past MaxIdempotencyKeys
+// when that is set, and past MaxIdempotencyBytes less incoming (the cost of a key
+// about to be added), oldest first.
+func (l *MemoryLog) expireKeysLocked(r *memRoom, now time.Time, incoming int64) {
 	capped := l.cfg.MaxIdempotencyKeys > 0
 	for len(r.idemOrder) > 0 && (capped && len(r.idemOrder) > l.cfg.MaxIdempotencyKeys ||
+		r.idemBytes+incoming > l.cfg.MaxIdempotencyBytes ||
 		now.Sub(r.idem[r.idemOrder[0]].at) > l.cfg.IdempotencyTTL) {
 		old := r.idemOrder[0]
 		r.idemOrder[0] = ""
 		r.idemOrder = r.idemOrder[1:]
 		delete(r.idem, old)
-		c := int64(len(old) + keyOverhead)
+		c := keyCost(old)
+		r.idemBytes -= c
 		r.bytes -= c
 		l.bytes.Add(-c)
 	}
@@ -481,7 +505,7 @@ func (l *MemoryLog) sweep() {
 		for name, r := range s.rooms {
 			r.mu.Lock()
 			if r.epoch != "" && now.Sub(r.active) <= l.cfg.HistoryTTL {
-				l.expireKeysLocked(r, now)
+				l.expireKeysLocked(r, now, 0)
 				r.mu.Unlock()
 				continue
 			}

@@ -111,3 +111,51 @@ func TestMemorySweptRoomReleasesItsRecord(t *testing.T) {
 		t.Fatalf("after the sweep: %d rooms, %d bytes; want none", rooms, bytes)
 	}
 }
+
+// One room's idempotency keys cannot take the byte budget from the others: 6,000
+// keyed publishes of ~250-byte keys to one room, on a 1 MiB budget, all succeed, a
+// publish to another room still succeeds, and the flooding room keeps its newest keys
+// within its share (MaxBytes/16), having forgotten its oldest first.
+func TestMemoryIdempotencyKeysCannotStarveOtherRooms(t *testing.T) {
+	const budget = 1 << 20
+	c := &clock{now: time.Unix(1_700_000_000, 0)}
+	l := newMemory(t, replay.MemoryConfig{MaxBytes: budget, Now: c.Now})
+	ctx := context.Background()
+	key := func(i int) string { return fmt.Sprintf("%0250d", i) }
+	const n = 6000
+	evs := make([]replay.Event, n)
+	for i := range n {
+		m := msg
+		m.IdempotencyKey = key(i)
+		ev, err := l.Append(ctx, "flood", m)
+		if err != nil {
+			t.Fatalf("keyed publish %d to the flooding room: %v", i, err)
+		}
+		evs[i] = ev
+	}
+	if _, err := l.Append(ctx, "other", msg); err != nil {
+		t.Fatalf("a publish to another room after the flood: %v", err)
+	}
+	m := msg
+	m.IdempotencyKey = key(0)
+	if _, err := l.Append(ctx, "other", m); err != nil {
+		t.Fatalf("a keyed publish to another room after the flood: %v", err)
+	}
+
+	// The newest keys that fit the room's share are remembered; older ones are not.
+	share := budget / 16
+	kept := share / (250 + 64)
+	for _, i := range []int{n - 1, n - kept} {
+		m := msg
+		m.IdempotencyKey = key(i)
+		again, err := l.Append(ctx, "flood", m)
+		if err != nil || again.Position() != evs[i].Position() {
+			t.Fatalf("retry of key %d (of the newest %d): %s, %v; want the original %s", i, kept, again.Position(), err, evs[i].Position())
+		}
+	}
+	m.IdempotencyKey = key(n - kept - 1)
+	again, err := l.Append(ctx, "flood", m)
+	if err != nil || again.Position() == evs[n-kept-1].Position() {
+		t.Fatalf("retry of key %d, past the room's share: %s, %v; want a new event", n-kept-1, again.Position(), err)
+	}
+}

@@ -292,6 +292,7 @@ func (l *RedisLog) connect(ctx context.Context) error {
 	l.mu.Unlock()
 	l.connected.Store(true)
 	l.setUp(true, nil)
+	l.spawn(l.checkOpen)
 	return nil
 }
 

@@ -24,6 +24,13 @@ const aclDoc = "../deploy/README.md"
 // with its placeholder password replaced by password.
 func documentedACL(t *testing.T, password string) string {
 	t.Helper()
+	return documentedUser(t, "roomcast", "change-me", password)
+}
+
+// documentedUser returns the first ACL line for user in deploy/README.md, with its
+// placeholder password (">placeholder", when given) replaced by password.
+func documentedUser(t *testing.T, user, placeholder, password string) string {
+	t.Helper()
 	f, err := os.Open(aclDoc)
 	if err != nil {
 		t.Fatal(err)
@@ -32,14 +39,18 @@ func documentedACL(t *testing.T, password string) string {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "user roomcast ") {
-			if !strings.Contains(line, " >change-me ") {
-				t.Fatalf("%s: the ACL line has no >change-me placeholder: %s", aclDoc, line)
-			}
-			return strings.Replace(line, " >change-me ", " >"+password+" ", 1)
+		if line != "user "+user && !strings.HasPrefix(line, "user "+user+" ") {
+			continue
 		}
+		if placeholder == "" {
+			return line
+		}
+		if !strings.Contains(line, " >"+placeholder+" ") {
+			t.Fatalf("%s: the ACL line of %s has no >%s placeholder: %s", aclDoc, user, placeholder, line)
+		}
+		return strings.Replace(line, " >"+placeholder+" ", " >"+password+" ", 1)
 	}
-	t.Fatalf("%s: no line starting with \"user roomcast \"", aclDoc)
+	t.Fatalf("%s: no line starting with \"user %s \"", aclDoc, user)
 	return ""
 }
 

@@ -23,7 +23,13 @@ type authFlags struct {
 	AnonymousRooms    string
 	MaxTokenAge       time.Duration
 	MaxAnonymousRooms int
+	// MaxAnonymousRoomsPerIP is anonymousShare of MaxAnonymousRooms unless set.
+	MaxAnonymousRoomsPerIP int
 }
+
+// anonymousShare: unless --max-anonymous-rooms-per-ip is set, one client address
+// may make anonymous streams hold a tenth of --max-anonymous-rooms.
+const anonymousShare = 10
 
 func (a *authFlags) register(fs *flag.FlagSet) {
 	fs.Var(&a.JWTKeys, "jwt-key", "a PEM public key (RSA, ECDSA, Ed25519) or a JWKS file that verifies subscriber and publisher JWTs; repeatable or comma-separated; re-read when it changes")
@@ -35,6 +41,15 @@ func (a *authFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.AnonymousRooms, "anonymous-rooms", "", "rooms readable without a credential once a JWT key is set: comma-separated names or prefixes ending in * (empty: none)")
 	fs.DurationVar(&a.MaxTokenAge, "max-token-age", 24*time.Hour, "the longest a credential lives: how long POST /admin/revoke refuses a user's or a token's credentials")
 	fs.IntVar(&a.MaxAnonymousRooms, "max-anonymous-rooms", 10000, "rooms that streams without a credential (every stream, with no JWT key) may hold on a pod; a stream for one more gets 200, a longer retry: and an end (0: no cap)")
+	fs.IntVar(&a.MaxAnonymousRoomsPerIP, "max-anonymous-rooms-per-ip", 10000/anonymousShare, "rooms that streams without a credential from one client address (as --max-streams-per-ip counts it) may hold on a pod; a stream for one more gets 200, a longer retry: and an end (unset: a tenth of --max-anonymous-rooms, rounded up; 0: no quota)")
+}
+
+// deriveQuota sets --max-anonymous-rooms-per-ip to its share of
+// --max-anonymous-rooms (0, no quota, when that is 0) unless it was given.
+func (a *authFlags) deriveQuota(given bool) {
+	if !given {
+		a.MaxAnonymousRoomsPerIP = (a.MaxAnonymousRooms + anonymousShare - 1) / anonymousShare
+	}
 }
 
 // jwtEnabled reports whether any JWT key is configured.

@@ -152,6 +152,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
+	c.Auth.deriveQuota(set["max-anonymous-rooms-per-ip"] || fromEnv["max-anonymous-rooms-per-ip"])
 	if err := checkRanges(fs, &c, fromEnv); err != nil {
 		return c, err
 	}

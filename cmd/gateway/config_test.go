@@ -86,3 +86,34 @@ func TestSizeFlagsShareOneRule(t *testing.T) {
 		t.Errorf("byteSize.Set(\"64 bytes\") = %v, want an error naming the accepted forms", err)
 	}
 }
+
+// TestAnonymousQuotaDefault: unless set, --max-anonymous-rooms-per-ip is a tenth of
+// --max-anonymous-rooms, rounded up, and no quota with no cap; set by flag or by its
+// environment twin, it is what was set.
+func TestAnonymousQuotaDefault(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  string
+		want int
+	}{
+		{nil, "", 1000},
+		{[]string{"--max-anonymous-rooms", "55"}, "", 6},
+		{[]string{"--max-anonymous-rooms", "0"}, "", 0},
+		{[]string{"--max-anonymous-rooms-per-ip", "7"}, "", 7},
+		{[]string{"--max-anonymous-rooms", "55"}, "0", 0},
+	}
+	for _, c := range cases {
+		cfg, err := parseConfig(c.args, func(k string) string {
+			if k == "ROOMCAST_MAX_ANONYMOUS_ROOMS_PER_IP" {
+				return c.env
+			}
+			return ""
+		}, io.Discard)
+		if err != nil {
+			t.Fatalf("%v %q: %v", c.args, c.env, err)
+		}
+		if got := cfg.Auth.MaxAnonymousRoomsPerIP; got != c.want {
+			t.Errorf("%v, ROOMCAST_MAX_ANONYMOUS_ROOMS_PER_IP=%q: --max-anonymous-rooms-per-ip %d, want %d", c.args, c.env, got, c.want)
+		}
+	}
+}

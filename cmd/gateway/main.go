@@ -126,7 +126,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		MaxBody:      int64(cfg.MaxBody),
 		MaxBatchBody: int64(cfg.MaxBatchBody),
 		BodyTimeout:  cfg.BodyTimeout, MaxConnsPerIP: cfg.MaxConnsPerIP,
-		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms,
+		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms, MaxAnonymousRoomsPerIP: cfg.Auth.MaxAnonymousRoomsPerIP,
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
 		WSPing:            cfg.WSPing,

@@ -55,6 +55,8 @@ var ranges = map[string]bound{
 	"max-token-age":         {min: float64(time.Minute), max: float64(365 * 24 * time.Hour)},
 	"max-anonymous-rooms":   {min: 1, max: 1e7, zero: "no cap"},
 	"max-rooms-per-stream":  {min: 1, max: 64},
+
+	"max-anonymous-rooms-per-ip": {min: 1, max: 1e7, zero: "no quota"},
 }
 
 // checkRanges checks every numeric flag against its range, and the flags whose
@@ -236,7 +238,7 @@ func (c config) effective() []any {
 		"jwt_keys", c.Auth.JWTKeys.String(), "jwt_hmac_file", c.Auth.JWTHMACFile, "jwt_audience", c.Auth.JWTAudience,
 		"jwt_issuer", c.Auth.JWTIssuer, "jwt_cookie", c.Auth.JWTCookie, "ticket_ttl", fmtDuration(c.Auth.TicketTTL),
 		"anonymous_rooms", c.Auth.AnonymousRooms, "max_token_age", fmtDuration(c.Auth.MaxTokenAge),
-		"max_anonymous_rooms", c.Auth.MaxAnonymousRooms,
+		"max_anonymous_rooms", c.Auth.MaxAnonymousRooms, "max_anonymous_rooms_per_ip", c.Auth.MaxAnonymousRoomsPerIP,
 		"allow_origin", c.AllowOrigin, "admin_token_set", c.AdminToken != "", "admin_token_file", c.AdminTokenFile,
 		"drain_delay", fmtDuration(c.DrainDelay), "drain_window", fmtDuration(c.DrainWindow), "drain_timeout", fmtDuration(c.DrainTimeout),
 		"log_level", strings.ToLower(c.LogLevel),
