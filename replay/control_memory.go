@@ -113,6 +113,25 @@ func (l *MemoryLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
 	return t.value, nil
 }
 
+// PeekTicket implements Tickets.
+func (l *MemoryLog) PeekTicket(ctx context.Context, id string) ([]byte, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !validTicketID(id) {
+		return nil, fmt.Errorf("replay: peek ticket: %w", ErrInvalid)
+	}
+	now := l.cfg.Now()
+	c := &l.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tickets[id]
+	if !ok || !now.Before(t.expires) {
+		return nil, ErrTicketUnknown
+	}
+	return append([]byte{}, t.value...), nil
+}
+
 func (c *memControl) dropTicketLocked(id string, t memTicket) {
 	delete(c.tickets, id)
 	c.ticketBytes -= int64(len(t.value))
