@@ -32,10 +32,12 @@
 //
 // Tickets are 256 random bits; the store holds only their SHA-256, with the
 // Principal they stand for, for Config.TicketTTL, and TakeTicket deletes on redeem, so a
-// ticket works once across the fleet. Revocations refuse a user's tokens issued at or
-// before a moment (kind "sub") or one token (kind "jti") until every such token has
-// expired; they are shared through replay.Revocations and held by every pod in a
-// bounded set.
+// ticket works once across the fleet (CheckSubscriber only peeks). A ticket minted by
+// a token carries the token's sub, jti, iat and exp (TicketFor), so it never outlives
+// the token and its revocation reaches the ticket; only a static publish key names
+// another user or a later exp. Revocations refuse a user's tokens issued at or before
+// a moment (kind "sub") or one token (kind "jti") until every such token has expired;
+// they are shared through replay.Revocations and held by every pod in a bounded set.
 //
 // Errors wrap one of the sentinels with a reason that is safe to show a client and to
 // log. Nothing here logs or returns a token, ticket, cookie, secret or key material.

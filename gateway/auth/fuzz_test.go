@@ -113,8 +113,14 @@ func FuzzTicketParam(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
+		// A check (a HEAD) leaves the ticket for the redemption, and agrees with it.
+		checked, checkedErr := a.CheckSubscriber(context.Background(), rawRequest(q, http.Header{}))
+		checkErr(t, checkedErr)
 		p, err := a.Subscriber(context.Background(), rawRequest(q, http.Header{}))
 		checkErr(t, err)
+		if (err == nil) != (checkedErr == nil) || err == nil && (checked.Sub != p.Sub || checked.Source != p.Source) {
+			t.Fatalf("checked %+v, %v; redeemed %+v, %v", checked, checkedErr, p, err)
+		}
 		if err != nil {
 			return
 		}
