@@ -33,7 +33,7 @@ func (a *authFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.JWTCookie, "jwt-cookie", "", "name of a cookie carrying a subscriber's JWT (same-site apps); empty: cookies are not read")
 	fs.DurationVar(&a.TicketTTL, "ticket-ttl", 30*time.Second, "how long a ticket from POST /tickets may wait to be redeemed (once)")
 	fs.StringVar(&a.AnonymousRooms, "anonymous-rooms", "", "rooms readable without a credential once a JWT key is set: comma-separated names or prefixes ending in * (empty: none)")
-	fs.DurationVar(&a.MaxTokenAge, "max-token-age", 24*time.Hour, "the longest a credential lives: how long POST /admin/revoke refuses a user's or a token's credentials")
+	fs.DurationVar(&a.MaxTokenAge, "max-token-age", 24*time.Hour, "the longest a JWT may live: one without exp or iat, or with exp - iat longer, is refused; POST /admin/revoke refuses a user's or a token's credentials this long")
 	fs.IntVar(&a.MaxAnonymousRooms, "max-anonymous-rooms", 10000, "rooms that streams without a credential (every stream, with no JWT key) may hold on a pod; a stream for one more gets 200, a longer retry: and an end (0: no cap)")
 }
 
@@ -54,6 +54,9 @@ func (a authFlags) check() error {
 	}
 	if a.JWTCookie != "" && !validCookieName(a.JWTCookie) {
 		return fmt.Errorf("--jwt-cookie %q: not a cookie name", a.JWTCookie)
+	}
+	if a.TicketTTL > a.MaxTokenAge {
+		return fmt.Errorf("--ticket-ttl %s: longer than --max-token-age %s (a ticket issued just before a revocation could be redeemed after it lapsed)", a.TicketTTL, a.MaxTokenAge)
 	}
 	return nil
 }
@@ -144,6 +147,7 @@ func newAuthenticator(c config, log replay.Log, logger *slog.Logger) (*auth.Auth
 		Anonymous:   anon,
 		Tickets:     tickets,
 		TicketTTL:   c.Auth.TicketTTL,
+		MaxTokenAge: c.Auth.MaxTokenAge,
 		Revocations: revs,
 		Logger:      logger,
 	})

@@ -152,6 +152,10 @@ func FuzzClaims(f *testing.F) {
 	a, _ := fuzzAuth(f)
 	for _, s := range []string{
 		`{"sub":"u1","roomcast":{"subscribe":["team-7.*"],"publish":["lobby"]}}`,
+		`{"sub":"u1","iat":1772366340,"exp":1772370000,"roomcast":{"subscribe":["team-7.*"],"publish":["lobby"]}}`,
+		`{"sub":"u1","jti":"j","iat":1772366340,"exp":1772452740,"roomcast":{"subscribe":["*"]}}`,
+		`{"sub":"u1","iat":1772366340,"exp":1772452741}`,
+		`{"sub":"u1","iat":1772366340}`,
 		`{"sub":"u1","roomcast":{"subscribe":"team-7.*"}}`,
 		`{"sub":"u1","roomcast":null}`,
 		`{"sub":"u1","roomcast":{"subscribe":["a*b"]}}`,
