@@ -55,6 +55,22 @@ func credentialError(err error) *apiError {
 // cannot serve now.
 func (s *Server) subscriber(r *http.Request, rooms ...string) (auth.Principal, *apiError, bool) {
 	p, err := s.auth.Subscriber(r.Context(), r)
+	return s.granted(p, err, rooms)
+}
+
+// headSubscriber is subscriber for a HEAD of a stream: the answer a GET would get,
+// without its side effect: a ticket is checked, not redeemed (it is single-use, and
+// the GET that follows needs it). A credential that cannot be checked now is no
+// refusal: the GET would be answered 200 too.
+func (s *Server) headSubscriber(r *http.Request, rooms ...string) *apiError {
+	p, err := s.auth.CheckSubscriber(r.Context(), r)
+	_, aerr, _ := s.granted(p, err, rooms)
+	return aerr
+}
+
+// granted is the answer to a stream's credential check: p and err from auth, for
+// rooms. See subscriber.
+func (s *Server) granted(p auth.Principal, err error, rooms []string) (auth.Principal, *apiError, bool) {
 	switch {
 	case err != nil && !refused(err):
 		s.cfg.Logger.Warn("stream credential not checked", "err", err)
@@ -344,9 +360,11 @@ func reauthFrame(exp int64, rooms ...string) []byte {
 
 // issueTicket serves POST /tickets: a single-use ticket for a browser's EventSource,
 // which cannot send headers. With an empty body it is bound to the bearer token's
-// (or the session cookie's) subscribe grants and user; a backend holding a publish
-// credential may instead name the user and grants in a JSON body
-// {"sub","subscribe":[...],"exp"}, within what its own publish grants cover.
+// (or the session cookie's) subscribe grants, user, token id and expiry; a ?ticket=
+// is not a credential here, and is not redeemed. A backend holding a publish
+// credential may instead send a JSON body {"sub","subscribe":[...],"exp"}, within what
+// its own publish grants cover: a static key names any user and exp; a token only its
+// own sub, and the ticket stays bound to the token (auth.TicketFor).
 func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 	raw, aerr := readBody(w, r, maxTicketBody)
 	if aerr != nil {
@@ -356,18 +374,16 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 	var p auth.Principal
 	if len(bytes.TrimSpace(raw)) == 0 {
 		var err error
-		p, err = s.auth.Subscriber(r.Context(), r)
+		p, err = s.auth.Token(r)
 		switch {
-		case err != nil && !refused(err):
-			s.cfg.Logger.Warn("ticket credential not checked", "err", err)
-			writeError(w, unavailable("the ticket store is unavailable; retry later"))
+		case errors.Is(err, auth.ErrNoCredential) && r.URL.Query().Has("ticket"):
+			writeError(w, errTicketForTicket)
+			return
+		case errors.Is(err, auth.ErrNoCredential):
+			writeError(w, errTicketNeedsToken)
 			return
 		case err != nil:
 			writeError(w, credentialError(err))
-			return
-		case p.Source != auth.SourceBearer && p.Source != auth.SourceCookie:
-			writeError(w, newError(http.StatusUnauthorized, "unauthorized",
-				"a ticket is issued for a token: send Authorization: Bearer <token> (or the session cookie), or a publish credential and {\"sub\",\"subscribe\"}"))
 			return
 		}
 	} else {
@@ -391,7 +407,10 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		p = req
+		if p, err = auth.TicketFor(pub, req); err != nil {
+			writeError(w, errTicketOtherUser)
+			return
+		}
 	}
 	if s.auth.Revoked(p) {
 		writeError(w, errRevoked)
@@ -411,6 +430,15 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 	s.ticketsIssued.Add(1)
 	writeJSON(w, http.StatusCreated, t)
 }
+
+var (
+	errTicketNeedsToken = newError(http.StatusUnauthorized, "unauthorized",
+		`a ticket is issued for a token: send Authorization: Bearer <token> (or the session cookie), or a publish credential and {"sub","subscribe"}`)
+	errTicketForTicket = newError(http.StatusUnauthorized, "unauthorized",
+		"a ticket is no credential for POST /tickets (it was not spent): send Authorization: Bearer <token> (or the session cookie)")
+	errTicketOtherUser = newError(http.StatusForbidden, "forbidden",
+		`a token may ask for a ticket for its own sub only: set "sub" to the token's sub, or ask with a static publish key`)
+)
 
 // maxTicketBody bounds a POST /tickets body.
 const maxTicketBody = 16 << 10

@@ -40,10 +40,9 @@ func methodNotAllowed(notFound http.Handler) http.HandlerFunc {
 	}
 }
 
-// streamHead answers a HEAD of a stream: the checks of a GET, then the stream's
-// headers and no body, without joining the room. A ticket is not redeemed by a
-// HEAD (it is single-use, and the GET that follows needs it): a request with one is
-// checked for everything but its credential.
+// streamHead answers a HEAD of a stream: the checks of a GET, with the status a GET
+// would get, then the stream's headers and no body, without joining the room. A
+// ticket is checked but not redeemed (see headSubscriber).
 func (s *Server) streamHead(w http.ResponseWriter, r *http.Request) {
 	room := chi.URLParam(r, "room")
 	if !replay.ValidRoom(room) {
@@ -54,11 +53,9 @@ func (s *Server) streamHead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	if !r.URL.Query().Has("ticket") {
-		if _, aerr, _ := s.subscriber(r, room); aerr != nil {
-			writeError(w, aerr)
-			return
-		}
+	if aerr := s.headSubscriber(r, room); aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	s.openStream(w)
 	w.WriteHeader(http.StatusOK)

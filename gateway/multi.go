@@ -72,15 +72,16 @@ func muxResumePoint(r *http.Request, names []string) ([]replay.Position, []bool,
 	return pos, anchored, true, nil
 }
 
-// muxHead answers a HEAD of a multiplexed stream: the checks of a GET, without
-// joining, and without redeeming a ticket (see streamHead).
+// muxHead answers a HEAD of a multiplexed stream: the checks of a GET, with the
+// status a GET would get, without joining, and without redeeming a ticket (see
+// headSubscriber).
 func (s *Server) muxHead(w http.ResponseWriter, r *http.Request) {
 	names, aerr := s.streamRooms(r)
 	if aerr == nil {
 		_, _, _, aerr = muxResumePoint(r, names)
 	}
-	if aerr == nil && !r.URL.Query().Has("ticket") {
-		_, aerr, _ = s.subscriber(r, names...)
+	if aerr == nil {
+		aerr = s.headSubscriber(r, names...)
 	}
 	if aerr != nil {
 		writeError(w, aerr)

@@ -21,6 +21,10 @@ type Tickets interface {
 	// TakeTicket returns the value stored under id and deletes it in one step, so a
 	// ticket is redeemed once across the fleet; ErrTicketUnknown when there is none.
 	TakeTicket(ctx context.Context, id string) ([]byte, error)
+	// PeekTicket returns the value stored under id and leaves it there, for a check
+	// that must not spend the ticket (a HEAD of a stream); ErrTicketUnknown when
+	// there is none.
+	PeekTicket(ctx context.Context, id string) ([]byte, error)
 }
 
 // Revocation refuses a user's (Kind "sub") or one token's (Kind "jti") credentials.

@@ -89,11 +89,22 @@ func (l *MemoryLog) PutTicket(ctx context.Context, id string, value []byte, ttl 
 
 // TakeTicket implements Tickets.
 func (l *MemoryLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
+	return l.readTicket("take", id, true)
+}
+
+// PeekTicket implements Tickets.
+func (l *MemoryLog) PeekTicket(ctx context.Context, id string) ([]byte, error) {
+	return l.readTicket("peek", id, false)
+}
+
+// readTicket returns a copy of ticket id's value, and with take forgets the ticket
+// (verb names the call in errors).
+func (l *MemoryLog) readTicket(verb, id string, take bool) ([]byte, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
 	if !validTicketID(id) {
-		return nil, fmt.Errorf("replay: take ticket: %w", ErrInvalid)
+		return nil, fmt.Errorf("replay: %s ticket: %w", verb, ErrInvalid)
 	}
 	now := l.cfg.Now()
 	c := &l.ctl
@@ -103,14 +114,13 @@ func (l *MemoryLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
 	if !ok {
 		return nil, ErrTicketUnknown
 	}
-	c.dropTicketLocked(id, t)
+	if take || !now.Before(t.expires) {
+		c.dropTicketLocked(id, t)
+	}
 	if !now.Before(t.expires) {
 		return nil, ErrTicketUnknown
 	}
-	if t.value == nil {
-		t.value = []byte{}
-	}
-	return t.value, nil
+	return append([]byte{}, t.value...), nil
 }
 
 func (c *memControl) dropTicketLocked(id string, t memTicket) {

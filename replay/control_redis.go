@@ -21,7 +21,8 @@ import (
 // grants, and never among a room's keys (always "room:{<room>}:…"; a room name holds
 // no "{", "}" or ":"):
 //
-//	room:ticket:{<id>}  string with a TTL: one ticket, SET PX NX, redeemed by GETDEL
+//	room:ticket:{<id>}  string with a TTL: one ticket, SET PX NX, redeemed by GETDEL,
+//	                    read (not redeemed) by GET
 //	room:revoked        sorted set: member {"kind","value","at"}, score Until (Unix ms)
 //	room:revoked        shard channel: {"kind","value","at","until"} for each Revoke
 //
@@ -75,32 +76,48 @@ func (l *RedisLog) PutTicket(ctx context.Context, id string, value []byte, ttl t
 // It is not repeated when its outcome is unknown: the first attempt may have taken
 // the ticket.
 func (l *RedisLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
+	return l.readTicket(ctx, "take", id, false, func() rueidis.Completed {
+		return l.client.B().Getdel().Key(redisTicketKey(id)).Build()
+	})
+}
+
+// PeekTicket implements Tickets: GET, repeated when its outcome is unknown (it
+// changes nothing).
+func (l *RedisLog) PeekTicket(ctx context.Context, id string) ([]byte, error) {
+	return l.readTicket(ctx, "peek", id, true, func() rueidis.Completed {
+		return l.client.B().Get().Key(redisTicketKey(id)).Build()
+	})
+}
+
+// readTicket runs the command cmd builds for ticket id (verb names it in errors)
+// and returns the value it read.
+func (l *RedisLog) readTicket(ctx context.Context, verb, id string, idempotent bool, cmd func() rueidis.Completed) ([]byte, error) {
 	if l.isClosed.Load() {
 		return nil, ErrClosed
 	}
 	if !validTicketID(id) {
-		return nil, fmt.Errorf("replay: take ticket: %w", ErrInvalid)
+		return nil, fmt.Errorf("replay: %s ticket: %w", verb, ErrInvalid)
 	}
 	if err := l.usable(); err != nil {
-		return nil, fmt.Errorf("replay: take ticket: %w", err)
+		return nil, fmt.Errorf("replay: %s ticket: %w", verb, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	var value []byte
-	err := l.retry(cctx, false, func(ctx context.Context) error {
+	err := l.retry(cctx, idempotent, func(ctx context.Context) error {
 		var err error
-		value, err = l.do(ctx, OpTicket, l.client, l.client.B().Getdel().Key(redisTicketKey(id)).Build()).AsBytes()
+		value, err = l.do(ctx, OpTicket, l.client, cmd()).AsBytes()
 		return err
 	})
 	switch {
 	case rueidis.IsRedisNil(err):
 		return nil, ErrTicketUnknown
 	case err != nil:
-		return nil, fmt.Errorf("replay: take ticket: %w", l.mapErr(ctx, err))
+		return nil, fmt.Errorf("replay: %s ticket: %w", verb, l.mapErr(ctx, err))
 	case len(value) > maxTicketValue:
 		l.revs.bad.Add(1)
 		l.warnRarely(&l.revs.badLog, "oversized ticket value ignored (check who may write room: keys)", "bytes", len(value))
-		return nil, fmt.Errorf("replay: take ticket: stored value of %d bytes: %w", len(value), ErrTicketUnknown)
+		return nil, fmt.Errorf("replay: %s ticket: stored value of %d bytes: %w", verb, len(value), ErrTicketUnknown)
 	}
 	if value == nil {
 		value = []byte{}

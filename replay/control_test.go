@@ -40,6 +40,7 @@ func runControl(t *testing.T, open func(t *testing.T) controlEnv) {
 		{"TicketIDInUse", ticketIDInUse},
 		{"TicketExpires", ticketExpires},
 		{"TicketConcurrentTakes", ticketConcurrentTakes},
+		{"TicketPeekLeavesIt", ticketPeekLeavesIt},
 		{"RevokeValidates", revokeValidates},
 		{"RevokeReachesWatcher", revokeReachesWatcher},
 		{"WatcherGetsTheSet", watcherGetsTheSet},
@@ -184,6 +185,38 @@ func ticketConcurrentTakes(t *testing.T, e controlEnv) {
 		if won != 1 {
 			t.Fatalf("round %d: %d takes won, want exactly 1 (%v)", i, won, errs)
 		}
+	}
+}
+
+// ticketPeekLeavesIt: a peek reads a ticket without spending it, from any handle;
+// it knows no ticket that a take would not find.
+func ticketPeekLeavesIt(t *testing.T, e controlEnv) {
+	ctx := context.Background()
+	id, short := ticketID(t, "peek"), ticketID(t, "peek_short")
+	want := []byte(`{"sub":"u1","jti":"j1","exp":1796000000000}`)
+	if err := e.a.PutTicket(ctx, id, want, time.Minute); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if err := e.a.PutTicket(ctx, short, []byte("s"), 50*time.Millisecond); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	for name, c := range map[string]control{"a": e.a, "b": e.b} {
+		if got, err := c.PeekTicket(ctx, id); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("peek from %s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if got, err := e.b.TakeTicket(ctx, id); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("take after the peeks: %q, %v; want %q", got, err, want)
+	}
+	if got, err := e.a.PeekTicket(ctx, id); !errors.Is(err, replay.ErrTicketUnknown) {
+		t.Fatalf("peek after the take: %q, %v; want ErrTicketUnknown", got, err)
+	}
+	e.pass(t, 100*time.Millisecond)
+	if got, err := e.b.PeekTicket(ctx, short); !errors.Is(err, replay.ErrTicketUnknown) {
+		t.Fatalf("peek after the ttl: %q, %v; want ErrTicketUnknown", got, err)
+	}
+	if _, err := e.a.PeekTicket(ctx, "a{b}"); !errors.Is(err, replay.ErrInvalid) {
+		t.Fatalf("peek of a malformed id: %v; want ErrInvalid", err)
 	}
 }
 

@@ -153,6 +153,9 @@ func exerciseLog(t *testing.T, l *replay.RedisLog) {
 	if err := l.PutTicket(ctx, id, []byte("v"), time.Minute); err != nil {
 		t.Fatalf("put ticket: %v", err)
 	}
+	if v, err := l.PeekTicket(ctx, id); err != nil || string(v) != "v" {
+		t.Fatalf("peek ticket: %q, %v", v, err)
+	}
 	if v, err := l.TakeTicket(ctx, id); err != nil || string(v) != "v" {
 		t.Fatalf("take ticket: %q, %v", v, err)
 	}

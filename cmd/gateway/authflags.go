@@ -39,7 +39,7 @@ func (a *authFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.JWTCookie, "jwt-cookie", "", "name of a cookie carrying a subscriber's JWT (same-site apps); empty: cookies are not read")
 	fs.DurationVar(&a.TicketTTL, "ticket-ttl", 30*time.Second, "how long a ticket from POST /tickets may wait to be redeemed (once)")
 	fs.StringVar(&a.AnonymousRooms, "anonymous-rooms", "", "rooms readable without a credential once a JWT key is set: comma-separated names or prefixes ending in * (empty: none)")
-	fs.DurationVar(&a.MaxTokenAge, "max-token-age", 24*time.Hour, "the longest a credential lives: how long POST /admin/revoke refuses a user's or a token's credentials")
+	fs.DurationVar(&a.MaxTokenAge, "max-token-age", 24*time.Hour, "the longest a JWT may live: one without exp or iat, or with exp - iat longer, is refused; POST /admin/revoke refuses a user's or a token's credentials this long")
 	fs.IntVar(&a.MaxAnonymousRooms, "max-anonymous-rooms", 10000, "rooms that streams without a credential (every stream, with no JWT key) may hold on a pod; a stream for one more gets 200, a longer retry: and an end (0: no cap)")
 	fs.IntVar(&a.MaxAnonymousRoomsPerIP, "max-anonymous-rooms-per-ip", 10000/anonymousShare, "rooms that streams without a credential from one client address (as --max-streams-per-ip counts it) may hold on a pod; a stream for one more gets 200, a longer retry: and an end (unset: a tenth of --max-anonymous-rooms, rounded up; 0: no quota)")
 }
@@ -69,6 +69,9 @@ func (a authFlags) check() error {
 	}
 	if a.JWTCookie != "" && !validCookieName(a.JWTCookie) {
 		return fmt.Errorf("--jwt-cookie %q: not a cookie name", a.JWTCookie)
+	}
+	if a.TicketTTL > a.MaxTokenAge {
+		return fmt.Errorf("--ticket-ttl %s: longer than --max-token-age %s (a ticket issued just before a revocation could be redeemed after it lapsed)", a.TicketTTL, a.MaxTokenAge)
 	}
 	return nil
 }
@@ -159,6 +162,7 @@ func newAuthenticator(c config, log replay.Log, logger *slog.Logger) (*auth.Auth
 		Anonymous:   anon,
 		Tickets:     tickets,
 		TicketTTL:   c.Auth.TicketTTL,
+		MaxTokenAge: c.Auth.MaxTokenAge,
 		Revocations: revs,
 		Logger:      logger,
 	})

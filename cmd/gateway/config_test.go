@@ -45,11 +45,12 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 
 func TestBadConfiguration(t *testing.T) {
 	cases := map[string][]string{
-		"unknown flag":  {"--nope"},
-		"bad duration":  {"--heartbeat", "soon"},
-		"bad size":      {"--max-body", "lots"},
-		"stray arg":     {"extra"},
-		"negative size": {"--max-body", "-1"},
+		"unknown flag":                        {"--nope"},
+		"bad duration":                        {"--heartbeat", "soon"},
+		"bad size":                            {"--max-body", "lots"},
+		"stray arg":                           {"extra"},
+		"negative size":                       {"--max-body", "-1"},
+		"ticket TTL beyond the max token age": {"--ticket-ttl", "5m", "--max-token-age", "4m"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

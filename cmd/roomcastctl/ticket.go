@@ -33,9 +33,10 @@ func ticketCommand() *command {
 		detail: `
 Asks the public listener for a ticket for user --sub, granted the rooms given with
 --room (names, or prefixes ending in *), with the publish credential (--token), which
-must cover every grant. The browser opens /rooms/ROOM/events?ticket=TICKET once,
-before the ticket expires. --valid-for sets the credential's exp: streams opened with
-the ticket end with a reauth then. Prints the ticket and its expiry; --json prints the
+must cover every grant; a JWT asks only for its own sub, and its ticket never outlives
+it. The browser opens /rooms/ROOM/events?ticket=TICKET once, before the ticket
+expires. --valid-for sets the credential's exp: streams opened with the ticket end
+with a reauth then. Prints the ticket and its expiry; --json prints the
 answer {"ticket","expiresAt"}.`,
 		examples: `  roomcastctl ticket --sub user-17 --room chat-42
   roomcastctl ticket --sub user-17 --room 'team-7.*' --room news --valid-for 1h --json`,

@@ -18,6 +18,7 @@ const (
 	DefaultLeeway      = 5 * time.Second
 	DefaultTicketTTL   = 30 * time.Second
 	DefaultReloadEvery = 2 * time.Second
+	DefaultMaxTokenAge = 24 * time.Hour
 )
 
 // Config configures an Authenticator. Only cmd/gateway reads flags; it fills this.
@@ -47,8 +48,13 @@ type Config struct {
 	// Tickets stores single-use tickets. Nil: ?ticket= is refused and IssueTicket
 	// returns ErrNoTickets.
 	Tickets replay.Tickets
-	// TicketTTL is how long an issued ticket may be redeemed. Zero: 30s.
+	// TicketTTL is how long an issued ticket may be redeemed, at most MaxTokenAge.
+	// Zero: 30s.
 	TicketTTL time.Duration
+	// MaxTokenAge (--max-token-age) is the longest a JWT may live: a token must
+	// carry exp and iat, with exp - iat at most this. The gateway keeps a revocation
+	// as long (plus the leeway), so that no token it refuses outlives it. Zero: 24h.
+	MaxTokenAge time.Duration
 	// Revocations shares revocations with every pod. Nil: revocation is pod-local.
 	Revocations replay.Revocations
 	// ReloadEvery is how often key files are checked for changes. Zero: 2s.
@@ -95,6 +101,8 @@ func New(cfg Config) (*Authenticator, error) {
 		return nil, fmt.Errorf("auth: ticket TTL %s is negative", cfg.TicketTTL)
 	case cfg.ReloadEvery < 0:
 		return nil, fmt.Errorf("auth: reload interval %s is negative", cfg.ReloadEvery)
+	case cfg.MaxTokenAge < 0:
+		return nil, fmt.Errorf("auth: max token age %s is negative", cfg.MaxTokenAge)
 	}
 	if cfg.Leeway == 0 {
 		cfg.Leeway = DefaultLeeway
@@ -104,6 +112,13 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	if cfg.ReloadEvery == 0 {
 		cfg.ReloadEvery = DefaultReloadEvery
+	}
+	if cfg.MaxTokenAge == 0 {
+		cfg.MaxTokenAge = DefaultMaxTokenAge
+	}
+	if cfg.TicketTTL > cfg.MaxTokenAge {
+		// A ticket issued just before a revocation could be redeemed after it lapsed.
+		return nil, fmt.Errorf("auth: ticket TTL %s is longer than the max token age %s", cfg.TicketTTL, cfg.MaxTokenAge)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

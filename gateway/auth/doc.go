@@ -28,14 +28,18 @@
 // the ES* of its curve; Ed25519: EdDSA; the secret: HS256), and "none" never. The files
 // are re-read when they change, every Config.ReloadEvery and, at most once a second,
 // when a token names an unknown kid, so keys rotate without a restart; a file that
-// turns bad keeps its last good keys. A token without exp never expires.
+// turns bad keeps its last good keys. Every token must carry exp and iat, and live
+// (exp - iat) at most Config.MaxTokenAge.
 //
 // Tickets are 256 random bits; the store holds only their SHA-256, with the
 // Principal they stand for, for Config.TicketTTL, and TakeTicket deletes on redeem, so a
-// ticket works once across the fleet. Revocations refuse a user's tokens issued at or
-// before a moment (kind "sub") or one token (kind "jti") until every such token has
-// expired; they are shared through replay.Revocations and held by every pod in a
-// bounded set.
+// ticket works once across the fleet (CheckSubscriber only peeks). A ticket minted by
+// a token carries the token's sub, jti, iat and exp (TicketFor), so it never outlives
+// the token and its revocation reaches the ticket; only a static publish key names
+// another user or a later exp. Revocations refuse a user's tokens issued at or before
+// a moment (kind "sub") or one token (kind "jti") until every such token has expired:
+// the gateway keeps them for MaxTokenAge plus the leeway. They are shared through
+// replay.Revocations and held by every pod in a bounded set.
 //
 // Errors wrap one of the sentinels with a reason that is safe to show a client and to
 // log. Nothing here logs or returns a token, ticket, cookie, secret or key material.

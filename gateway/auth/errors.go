@@ -16,6 +16,9 @@ var (
 	ErrInvalid = errors.New("auth: invalid credential")
 	// ErrRevoked: the credential was revoked (POST /admin/revoke). It wraps ErrInvalid.
 	ErrRevoked = fmt.Errorf("%w: credential revoked", ErrInvalid)
+	// ErrOtherUser: a token asked for a ticket for a user other than its own sub
+	// (TicketFor); only a static publish key names any user. The gateway answers 403.
+	ErrOtherUser = errors.New("auth: a token may ask for a ticket for its own sub only")
 	// ErrNoTickets: IssueTicket was called but Config.Tickets is nil.
 	ErrNoTickets = errors.New("auth: tickets are not configured")
 )

@@ -113,8 +113,14 @@ func FuzzTicketParam(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
+		// A check (a HEAD) leaves the ticket for the redemption, and agrees with it.
+		checked, checkedErr := a.CheckSubscriber(context.Background(), rawRequest(q, http.Header{}))
+		checkErr(t, checkedErr)
 		p, err := a.Subscriber(context.Background(), rawRequest(q, http.Header{}))
 		checkErr(t, err)
+		if (err == nil) != (checkedErr == nil) || err == nil && (checked.Sub != p.Sub || checked.Source != p.Source) {
+			t.Fatalf("checked %+v, %v; redeemed %+v, %v", checked, checkedErr, p, err)
+		}
 		if err != nil {
 			return
 		}
@@ -146,6 +152,10 @@ func FuzzClaims(f *testing.F) {
 	a, _ := fuzzAuth(f)
 	for _, s := range []string{
 		`{"sub":"u1","roomcast":{"subscribe":["team-7.*"],"publish":["lobby"]}}`,
+		`{"sub":"u1","iat":1772366340,"exp":1772370000,"roomcast":{"subscribe":["team-7.*"],"publish":["lobby"]}}`,
+		`{"sub":"u1","jti":"j","iat":1772366340,"exp":1772452740,"roomcast":{"subscribe":["*"]}}`,
+		`{"sub":"u1","iat":1772366340,"exp":1772452741}`,
+		`{"sub":"u1","iat":1772366340}`,
 		`{"sub":"u1","roomcast":{"subscribe":"team-7.*"}}`,
 		`{"sub":"u1","roomcast":null}`,
 		`{"sub":"u1","roomcast":{"subscribe":["a*b"]}}`,

@@ -161,6 +161,16 @@ func (m *memTickets) TakeTicket(_ context.Context, id string) ([]byte, error) {
 	return it.value, nil
 }
 
+func (m *memTickets) PeekTicket(_ context.Context, id string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	it, ok := m.items[id]
+	if !ok || !m.now().Before(it.until) {
+		return nil, replay.ErrTicketUnknown
+	}
+	return it.value, nil
+}
+
 func (m *memTickets) Takes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

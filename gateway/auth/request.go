@@ -21,15 +21,50 @@ const (
 
 // Subscriber authenticates a stream request. Sources in this order, the first present
 // wins: Authorization: Bearer <jwt>; the cookie Config.Cookie; the query parameter
-// ticket=. A present but bad credential is ErrInvalid: it never falls through to the
-// next source or to anonymous. An empty Authorization header or cookie counts as
-// absent. With none: when !Enabled(), an anonymous Principal that may subscribe to
-// every room; when Enabled(), an anonymous Principal with Subscribe = Config.Anonymous
-// (it may be empty; the caller answers 401 for a room it does not allow).
+// ticket=, which is redeemed (it works once). A present but bad credential is
+// ErrInvalid: it never falls through to the next source or to anonymous. An empty
+// Authorization header or cookie counts as absent. With none: when !Enabled(), an
+// anonymous Principal that may subscribe to every room; when Enabled(), an anonymous
+// Principal with Subscribe = Config.Anonymous (it may be empty; the caller answers
+// 401 for a room it does not allow).
 //
 // Without a JWT key (!Enabled()) the Authorization header and the cookie are not read,
 // since nothing could verify them; a ticket still is.
 func (a *Authenticator) Subscriber(ctx context.Context, r *http.Request) (Principal, error) {
+	return a.subscriber(ctx, r, ticketRedeem)
+}
+
+// CheckSubscriber is Subscriber without side effects, for a HEAD of a stream: a
+// ticket is checked as a redemption would check it (unknown, used, expired, revoked)
+// but not redeemed, so the stream that follows can still redeem it.
+func (a *Authenticator) CheckSubscriber(ctx context.Context, r *http.Request) (Principal, error) {
+	return a.subscriber(ctx, r, ticketPeek)
+}
+
+// Token authenticates a request by its JWT alone: Authorization: Bearer, then the
+// cookie, as Subscriber reads them. A ?ticket= is never read, let alone redeemed: a
+// ticket is no credential for minting tickets. ErrNoCredential when there is no
+// token (or no JWT key is configured).
+func (a *Authenticator) Token(r *http.Request) (Principal, error) {
+	p, err := a.subscriber(context.Background(), r, ticketIgnored)
+	if err == nil && p.Source == SourceAnonymous {
+		return Principal{}, errNoToken
+	}
+	return p, err
+}
+
+var errNoToken = fmt.Errorf("auth: a token is needed: %w", ErrNoCredential)
+
+// ticketUse is what subscriber does with a ?ticket=.
+type ticketUse int
+
+const (
+	ticketRedeem  ticketUse = iota // take it from the store: it works once
+	ticketPeek                     // check it and leave it in the store
+	ticketIgnored                  // do not read it
+)
+
+func (a *Authenticator) subscriber(ctx context.Context, r *http.Request, use ticketUse) (Principal, error) {
 	if a.Enabled() {
 		tok, ok, err := bearer(r)
 		if err != nil {
@@ -48,12 +83,14 @@ func (a *Authenticator) Subscriber(ctx context.Context, r *http.Request) (Princi
 			}
 		}
 	}
-	ticket, ok, err := ticketParam(r)
-	if err != nil {
-		return Principal{}, err
-	}
-	if ok {
-		return a.redeem(ctx, ticket)
+	if use != ticketIgnored {
+		ticket, ok, err := ticketParam(r)
+		if err != nil {
+			return Principal{}, err
+		}
+		if ok {
+			return a.redeem(ctx, ticket, use == ticketPeek)
+		}
 	}
 	return Principal{Subscribe: a.anonymous, Source: SourceAnonymous}, nil
 }

@@ -110,13 +110,19 @@ func ticketKey(ticket string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// redeem takes a well-formed ticket from the store. An unknown, used or expired ticket
-// is ErrInvalid; a store that fails is an error wrapping the store's.
-func (a *Authenticator) redeem(ctx context.Context, ticket string) (Principal, error) {
+// redeem takes a well-formed ticket from the store, or with peek only reads it there,
+// and returns the Principal it stands for. An unknown, used or expired ticket is
+// ErrInvalid, as is one whose credential has expired or was revoked; a store that
+// fails is an error wrapping the store's.
+func (a *Authenticator) redeem(ctx context.Context, ticket string, peek bool) (Principal, error) {
 	if a.cfg.Tickets == nil {
 		return Principal{}, invalid("tickets are not enabled")
 	}
-	value, err := a.cfg.Tickets.TakeTicket(ctx, ticketKey(ticket))
+	read := a.cfg.Tickets.TakeTicket
+	if peek {
+		read = a.cfg.Tickets.PeekTicket
+	}
+	value, err := read(ctx, ticketKey(ticket))
 	if errors.Is(err, replay.ErrTicketUnknown) {
 		return Principal{}, invalid("ticket unknown, used or expired")
 	}
@@ -160,7 +166,7 @@ func (a *Authenticator) expired(p Principal, now time.Time) bool {
 }
 
 // TicketRequest is the body a backend with a publish credential may send to POST
-// /tickets to name the user and grants itself.
+// /tickets to name the user and grants itself (a token: its own user only).
 type TicketRequest struct {
 	Sub       string   `json:"sub"`
 	Subscribe []string `json:"subscribe"`
@@ -170,8 +176,8 @@ type TicketRequest struct {
 // ParseTicketRequest decodes and validates a TicketRequest body strictly: one JSON
 // object, no unknown fields, no trailing data, valid UTF-8, sub of 1 to 256 bytes,
 // subscribe patterns as ParseGrants takes them, exp absent or after now. It returns
-// the Principal to issue a ticket for (Source ticket, IssuedAt now). Errors wrap
-// ErrInvalid.
+// the Principal asked for (Source ticket, IssuedAt now), which TicketFor binds to the
+// credential that asked. Errors wrap ErrInvalid.
 func ParseTicketRequest(body []byte, now time.Time) (Principal, error) {
 	if len(body) > maxTicketRequest {
 		return Principal{}, invalid("ticket request larger than 64 KiB")
@@ -213,4 +219,27 @@ func ParseTicketRequest(body []byte, now time.Time) (Principal, error) {
 		}
 	}
 	return p, nil
+}
+
+// TicketFor returns the Principal to issue a ticket for when pub, a publish
+// credential, asks for req (from ParseTicketRequest). A static publish key (or, with
+// no key configured, a loopback publisher) speaks for the backend: the ticket is req
+// as asked. A JWT speaks for its own user only, and the ticket stays bound to it:
+// req.Sub must be the token's sub (ErrOtherUser otherwise); the ticket carries the
+// token's jti and iat, so that revoking the token or its user refuses the ticket and
+// ends the streams opened with it; and its exp is the token's, or req's when that is
+// earlier. Whether pub's publish grants cover req's subscribe grants is the caller's
+// check.
+func TicketFor(pub, req Principal) (Principal, error) {
+	if pub.Source == SourceStatic || pub.Source == SourceAnonymous {
+		return req, nil
+	}
+	if req.Sub != pub.Sub {
+		return Principal{}, ErrOtherUser
+	}
+	req.JTI, req.IssuedAt = pub.JTI, pub.IssuedAt
+	if !pub.Expires.IsZero() && (req.Expires.IsZero() || pub.Expires.Before(req.Expires)) {
+		req.Expires = pub.Expires
+	}
+	return req, nil
 }

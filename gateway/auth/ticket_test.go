@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -165,3 +168,154 @@ func TestParseTicketRequest(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestTicketFor(t *testing.T) {
+	tokenExp := t0.Add(6 * time.Second)
+	token := auth.Principal{
+		Sub: "svc", JTI: "t-9", IssuedAt: t0.Add(-time.Minute), Expires: tokenExp,
+		Publish: auth.Grants{"u.svc"}, Source: auth.SourceBearer,
+	}
+	static := auth.Principal{Publish: auth.Grants{"*"}, Source: auth.SourceStatic}
+	ask := func(sub string, exp time.Time) auth.Principal {
+		return auth.Principal{Sub: sub, IssuedAt: t0, Expires: exp, Subscribe: auth.Grants{"u.svc"}, Source: auth.SourceTicket}
+	}
+	far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	tests := []struct {
+		name    string
+		pub     auth.Principal
+		req     auth.Principal
+		want    auth.Principal // compared on Sub, JTI, IssuedAt, Expires
+		wantErr error
+	}{
+		{"static key names any user and exp", static, ask("bob", far), ask("bob", far), nil},
+		{"static key without exp", static, ask("bob", time.Time{}), ask("bob", time.Time{}), nil},
+		{"token, its own sub, no exp: the token's", token, ask("svc", time.Time{}),
+			auth.Principal{Sub: "svc", JTI: "t-9", IssuedAt: token.IssuedAt, Expires: tokenExp}, nil},
+		{"token, its own sub, a later exp: the token's", token, ask("svc", far),
+			auth.Principal{Sub: "svc", JTI: "t-9", IssuedAt: token.IssuedAt, Expires: tokenExp}, nil},
+		{"token, its own sub, an earlier exp: that one", token, ask("svc", t0.Add(time.Second)),
+			auth.Principal{Sub: "svc", JTI: "t-9", IssuedAt: token.IssuedAt, Expires: t0.Add(time.Second)}, nil},
+		{"token, another user", token, ask("bob", time.Time{}), auth.Principal{}, auth.ErrOtherUser},
+		{"token without sub", auth.Principal{JTI: "t-1", Expires: tokenExp, Source: auth.SourceBearer}, ask("bob", time.Time{}), auth.Principal{}, auth.ErrOtherUser},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := auth.TicketFor(tt.pub, tt.req)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Sub != tt.want.Sub || got.JTI != tt.want.JTI || !got.IssuedAt.Equal(tt.want.IssuedAt) ||
+				!got.Expires.Equal(tt.want.Expires) || got.Source != auth.SourceTicket || !got.CanSubscribe("u.svc") {
+				t.Fatalf("TicketFor = %+v, %v; want %+v with source ticket and the asked grants", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTicketOfATokenIsBoundToIt: a ticket a token asked for in the backend form is
+// stored with the token's jti, iat and exp: it is redeemed with the token's exp, and
+// revoking the token or its user refuses it at redemption.
+func TestTicketOfATokenIsBoundToIt(t *testing.T) {
+	c := replaytest.NewClock(t0)
+	cl := claims("svc", nil, []string{"u.svc"})
+	cl["jti"], cl["exp"] = "t-9", t0.Add(6*time.Second).Unix()
+	token := gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
+	// issue asks a for a ticket with the token, for its own user and year 9999.
+	issue := func(t *testing.T, a *auth.Authenticator) string {
+		t.Helper()
+		pub, err := a.Publisher(streamRequest(token, "", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := auth.ParseTicketRequest([]byte(`{"sub":"svc","subscribe":["u.svc"],"exp":253402300799}`), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := auth.TicketFor(pub, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := a.IssueTicket(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.ID
+	}
+	newA := func(t *testing.T) *auth.Authenticator {
+		return newAuth(t, auth.Config{HMACFile: hmacFile(t), Tickets: newMemTickets(c.Now), Now: c.Now})
+	}
+	a := newA(t)
+	p, err := a.Subscriber(t.Context(), streamRequest("", "", issue(t, a)))
+	if err != nil || p.JTI != "t-9" || p.Sub != "svc" || !p.Expires.Equal(t0.Add(6*time.Second)) || !p.IssuedAt.Equal(t0.Add(-time.Minute)) {
+		t.Fatalf("redeemed %+v, %v; want the token's sub, jti, iat and exp", p, err)
+	}
+	for _, rev := range []struct{ kind, value string }{{"jti", "t-9"}, {"sub", "svc"}} {
+		t.Run(rev.kind, func(t *testing.T) {
+			a := newA(t)
+			tk := issue(t, a)
+			if err := a.Revoke(t.Context(), rev.kind, rev.value, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.CheckSubscriber(t.Context(), streamRequest("", "", tk)); !errors.Is(err, auth.ErrRevoked) {
+				t.Fatalf("checking a ticket of a revoked %s: %v, want ErrRevoked", rev.kind, err)
+			}
+			if _, err := a.Subscriber(t.Context(), streamRequest("", "", tk)); !errors.Is(err, auth.ErrRevoked) {
+				t.Fatalf("redeeming a ticket of a revoked %s: %v, want ErrRevoked", rev.kind, err)
+			}
+		})
+	}
+}
+
+// TestCheckSubscriberLeavesTheTicket: a check answers as a redemption would, and the
+// ticket is still there for the redemption.
+func TestCheckSubscriberLeavesTheTicket(t *testing.T) {
+	a, ticket, tickets := subscriberSetup(t)
+	for range 2 {
+		p, err := a.CheckSubscriber(t.Context(), streamRequest("", "", ticket))
+		if err != nil || p.Sub != "by-ticket" || p.Source != auth.SourceTicket || !p.CanSubscribe("lobby") {
+			t.Fatalf("check = %+v, %v", p, err)
+		}
+	}
+	if n := tickets.Takes(); n != 0 {
+		t.Fatalf("a check took the ticket from the store (%d takes)", n)
+	}
+	if p, err := a.Subscriber(t.Context(), streamRequest("", "", ticket)); err != nil || p.Sub != "by-ticket" {
+		t.Fatalf("redeem after the checks = %+v, %v", p, err)
+	}
+	if _, err := a.CheckSubscriber(t.Context(), streamRequest("", "", ticket)); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("check of a redeemed ticket: %v, want ErrInvalid", err)
+	}
+	if _, err := a.CheckSubscriber(t.Context(), streamRequest("", "", strings.Repeat("A", 43))); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("check of an unknown ticket: %v, want ErrInvalid", err)
+	}
+}
+
+// TestTokenNeverReadsATicket: Token takes a JWT only; a ticket is left untouched.
+func TestTokenNeverReadsATicket(t *testing.T) {
+	a, ticket, tickets := subscriberSetup(t)
+	if _, err := a.Token(streamRequest("", "", ticket)); !errors.Is(err, auth.ErrNoCredential) {
+		t.Fatalf("Token with a ticket alone: %v, want ErrNoCredential", err)
+	}
+	if _, err := a.Token(streamRequest("", "", "")); !errors.Is(err, auth.ErrNoCredential) {
+		t.Fatalf("Token with nothing: %v, want ErrNoCredential", err)
+	}
+	if p, err := a.Token(streamRequest("", hs(t, "by-cookie"), ticket)); err != nil || p.Source != auth.SourceCookie || p.Sub != "by-cookie" {
+		t.Fatalf("Token with a cookie = %+v, %v", p, err)
+	}
+	if _, err := a.Token(streamRequest("x.y.z", "", "")); !errors.Is(err, auth.ErrInvalid) {
+		t.Fatalf("Token with a bad bearer: %v, want ErrInvalid", err)
+	}
+	if n := tickets.Takes(); n != 0 {
+		t.Fatalf("Token took a ticket from the store (%d takes)", n)
+	}
+	if _, err := a.Subscriber(t.Context(), streamRequest("", "", ticket)); err != nil {
+		t.Fatalf("the ticket after Token: %v", err)
+	}
+	open := newAuth(t, auth.Config{Tickets: tickets})
+	if _, err := open.Token(streamRequest("", "", "")); !errors.Is(err, auth.ErrNoCredential) {
+		t.Fatalf("Token without a JWT key: %v, want ErrNoCredential", err)
+	}
+}

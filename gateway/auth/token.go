@@ -92,6 +92,9 @@ func (a *Authenticator) verify(tok string, src Source) (Principal, error) {
 	if _, err := jwt.NewParser(opts...).ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return keys, nil }); err != nil {
 		return Principal{}, invalid(jwtReason(err))
 	}
+	if err := a.checkLifetime(&c); err != nil {
+		return Principal{}, err
+	}
 	p, err := a.principal(&c, src)
 	if err != nil {
 		return Principal{}, err
@@ -101,6 +104,22 @@ func (a *Authenticator) verify(tok string, src Source) (Principal, error) {
 	}
 	a.verified.put(tok, p, set, now, a.cfg.Leeway)
 	return p, nil
+}
+
+// checkLifetime refuses a token that does not say when it was issued and when it
+// expires, or that may live longer than Config.MaxTokenAge. A revocation is kept for
+// MaxTokenAge plus the leeway: a token it refuses was issued at or before it, so has
+// expired (leeway included) by the time it lapses, and never comes back.
+func (a *Authenticator) checkLifetime(c *tokenClaims) error {
+	switch {
+	case c.ExpiresAt == nil:
+		return invalid("token has no exp: every token must expire")
+	case c.IssuedAt == nil:
+		return invalid("token has no iat: every token must say when it was issued")
+	case c.ExpiresAt.Sub(c.IssuedAt.Time) > a.cfg.MaxTokenAge:
+		return invalid(fmt.Sprintf("token lives longer (exp - iat) than the max token age %s", a.cfg.MaxTokenAge))
+	}
+	return nil
 }
 
 // parseHeader reads alg and kid from a compact JWT's header, after checking its form.

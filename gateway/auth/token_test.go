@@ -81,7 +81,14 @@ func TestVerifyToken(t *testing.T) {
 		{"nbf in the future", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["nbf"] = t0.Add(6 * time.Second).Unix() })), "not valid yet"},
 		{"nbf within the leeway", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["nbf"] = t0.Add(4 * time.Second).Unix() })), ""},
 		{"iat in the future", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["iat"] = t0.Add(time.Minute).Unix() })), "issued in the future"},
-		{"no exp never expires", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "exp") })), ""},
+		{"no exp", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "exp") })), "no exp"},
+		{"no iat", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "iat") })), "no iat"},
+		{"exp - iat the max token age", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) {
+			c["exp"] = t0.Add(-time.Minute + auth.DefaultMaxTokenAge).Unix()
+		})), ""},
+		{"exp - iat beyond the max token age", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) {
+			c["exp"] = t0.Add(-time.Minute + auth.DefaultMaxTokenAge + time.Second).Unix()
+		})), "max token age"},
 		{"wrong aud", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["aud"] = "other" })), "audience"},
 		{"no aud", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { delete(c, "aud") })), "audience"},
 		{"wrong iss", all, gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", good(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" })), "issuer"},
@@ -113,6 +120,54 @@ func TestVerifyToken(t *testing.T) {
 				t.Fatalf("principal = %+v; want sub u1, jti tok-1, iat t0-1m, source bearer", p)
 			}
 		})
+	}
+}
+
+// TestRevokedUserNeverComesBack: a revocation is kept for the max token age (plus the
+// leeway), and no token lives longer (exp - iat), nor lacks exp or iat: when it
+// lapses, every token of the user issued before it has expired.
+func TestRevokedUserNeverComesBack(t *testing.T) {
+	const maxAge = time.Hour
+	c := replaytest.NewClock(t0)
+	a := newAuth(t, auth.Config{HMACFile: hmacFile(t), MaxTokenAge: maxAge, Now: c.Now})
+	tok := func(mut func(jwt.MapClaims)) string {
+		cl := claims("u1", []string{"lobby"}, nil)
+		cl["iat"] = t0.Unix()
+		mut(cl)
+		return gatewaytest.SignWith(t, jwt.SigningMethodHS256, []byte(hmacSecret), "", cl)
+	}
+	tokens := map[string]string{
+		"no exp":          tok(func(cl jwt.MapClaims) { delete(cl, "exp") }),
+		"no iat":          tok(func(cl jwt.MapClaims) { delete(cl, "iat"); cl["exp"] = t0.Add(2 * maxAge).Unix() }),
+		"longer than max": tok(func(cl jwt.MapClaims) { cl["exp"] = t0.Add(2 * maxAge).Unix() }),
+		"as long as max":  tok(func(cl jwt.MapClaims) { cl["exp"] = t0.Add(maxAge).Unix() }),
+	}
+	if err := a.Revoke(t.Context(), "sub", "u1", maxAge); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{time.Second, maxAge, maxAge + auth.DefaultLeeway + time.Millisecond, 3 * maxAge} {
+		c.Advance(t0.Add(at).Sub(c.Now()))
+		for name, token := range tokens {
+			if p, err := a.Subscriber(t.Context(), streamRequest(token, "", "")); !errors.Is(err, auth.ErrInvalid) {
+				t.Errorf("t0+%s: the token %s of the revoked user: %+v, %v; want it refused", at, name, p, err)
+			}
+		}
+	}
+	if a.Revoked(auth.Principal{Sub: "u1"}) {
+		t.Fatal("the revocation is still in force after the max token age and the leeway")
+	}
+}
+
+func TestNewRejectsBadLifetimes(t *testing.T) {
+	for name, cfg := range map[string]auth.Config{
+		"negative max token age":      {MaxTokenAge: -time.Second},
+		"ticket TTL beyond the max":   {MaxTokenAge: time.Minute, TicketTTL: 2 * time.Minute},
+		"ticket TTL beyond a default": {TicketTTL: auth.DefaultMaxTokenAge + time.Second},
+	} {
+		if a, err := auth.New(cfg); err == nil {
+			a.Close()
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
 
@@ -181,9 +236,9 @@ func TestTokenGrants(t *testing.T) {
 		}
 	}
 	// Without a roomcast claim a token names a user who may read only what anonymous may.
-	bare := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", jwt.MapClaims{"sub": "u2"})
+	bare := gatewaytest.SignWith(t, jwt.SigningMethodRS256, k.rsa, "", jwt.MapClaims{"sub": "u2", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()})
 	p, err = a.Subscriber(t.Context(), streamRequest(bare, "", ""))
-	if err != nil || p.Sub != "u2" || p.CanSubscribe("team-7.a") || !p.CanSubscribe("public.x") || p.CanPublish("public.x") || !p.Expires.IsZero() {
+	if err != nil || p.Sub != "u2" || p.CanSubscribe("team-7.a") || !p.CanSubscribe("public.x") || p.CanPublish("public.x") {
 		t.Fatalf("token without claim: %+v, %v", p, err)
 	}
 }
