@@ -48,6 +48,9 @@ type storedTicket struct {
 	Expires   int64    `json:"exp,omitempty"`
 	Until     int64    `json:"until"` // the ticket's own end
 	Subscribe []string `json:"subscribe"`
+	// Clients are the client ids the credential may claim; absent: any (as a
+	// Principal's nil Clients).
+	Clients *[]string `json:"clients,omitempty"`
 }
 
 func unixMilli(t time.Time) int64 {
@@ -64,7 +67,7 @@ func fromMilli(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
-// IssueTicket stores p's Sub, JTI, IssuedAt, Expires and Subscribe grants under a
+// IssueTicket stores p's Sub, JTI, IssuedAt, Expires, Subscribe and Clients grants under a
 // digest of a fresh ticket (replay.Tickets.PutTicket with id = hex SHA-256 of the
 // ticket, ttl = TicketTTL) and returns the ticket. Redeeming it (Subscriber with
 // ?ticket=) yields that Principal with Source ticket, once, across the fleet. A ticket
@@ -87,14 +90,19 @@ func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (Ticket, e
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
 	expires := time.UnixMilli(now.Add(a.cfg.TicketTTL).UnixMilli())
-	value, err := json.Marshal(storedTicket{
+	st := storedTicket{
 		Sub:       p.Sub,
 		JTI:       p.JTI,
 		IssuedAt:  unixMilli(p.IssuedAt),
 		Expires:   unixMilli(p.Expires),
 		Until:     expires.UnixMilli(),
 		Subscribe: p.Subscribe.strings(),
-	})
+	}
+	if p.Clients != nil {
+		clients := p.Clients.strings()
+		st.Clients = &clients
+	}
+	value, err := json.Marshal(st)
 	if err != nil {
 		return Ticket{}, fmt.Errorf("auth: ticket: %w", err)
 	}
@@ -133,9 +141,15 @@ func (a *Authenticator) redeem(ctx context.Context, ticket string) (Principal, e
 	if now.UnixMilli() >= st.Until {
 		return Principal{}, invalid("ticket unknown, used or expired")
 	}
-	grants, err := parseGrants(st.Subscribe, 2*maxGrants)
+	grants, err := parseGrants(st.Subscribe, 2*maxGrants, ParsePattern)
 	if err != nil {
 		return Principal{}, invalid("stored ticket is malformed")
+	}
+	var clients Grants
+	if st.Clients != nil {
+		if clients, err = ParseClientGrants(*st.Clients); err != nil {
+			return Principal{}, invalid("stored ticket is malformed")
+		}
 	}
 	p := Principal{
 		Sub:       st.Sub,
@@ -143,6 +157,7 @@ func (a *Authenticator) redeem(ctx context.Context, ticket string) (Principal, e
 		IssuedAt:  fromMilli(st.IssuedAt),
 		Expires:   fromMilli(st.Expires),
 		Subscribe: grants,
+		Clients:   clients,
 		Source:    SourceTicket,
 	}
 	if a.expired(p, now) {
