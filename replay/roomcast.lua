@@ -10,8 +10,9 @@
 --   room:{r}            shard channel, derived here from the key name (a channel is
 --                       not a key: declared as one it never exists, and every call
 --                       during a slot migration would fail with TRYAGAIN)
---   room:client:{c}     hash: boot, session, pod, since (Unix ms), with a TTL: the
---                       connection that owns client id c (claim, refresh, release)
+--   room:client:{c}     hash: boot, session, pod, since (Unix ms), identity, with a
+--                       TTL: the connection that owns client id c (claim_as,
+--                       refresh_as, release; claim and refresh for older pods)
 -- Function names carry the library version, since Redis requires function names to
 -- be unique across libraries: two versions can be loaded side by side during a
 -- rolling upgrade.
@@ -275,7 +276,8 @@ end
 
 -- claim: KEYS client key; ARGV boot, session, pod, ttl ms. Returns {claimed (1, or 0
 -- when a newer boot holds the client and nothing changed), boot, session, pod,
--- since} of the entry it displaced or that refused it ('' each when none).
+-- since} of the entry it displaced or that refused it ('' each when none). What pods
+-- of an older version call during a rollout; it writes no identity (claim_as).
 local function claim(keys, args)
   local key = client_key(keys)
   if not key then
@@ -307,8 +309,98 @@ local function claim(keys, args)
   return {1, was[1], was[2], was[3], was[4]}
 end
 
+-- valid_identity reports whether s is 1 to 320 bytes (the caller checks UTF-8).
+local function valid_identity(s)
+  return type(s) == 'string' and #s >= 1 and #s <= 320
+end
+
+-- write_owner makes (boot, session, pod, identity) the owner of key, claimed now.
+local function write_owner(key, boot, session, pod, identity, ttl)
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'boot', boot, 'session', session, 'pod', pod, 'since', fmt(now_ms()),
+    'identity', identity)
+  redis.call('PEXPIRE', key, ttl)
+end
+
+-- owner_args checks ARGV boot, session, pod, ttl ms, identity: {boot, session, pod,
+-- ttl, identity}, or nil and the error.
+local function owner_args(args)
+  if #args ~= 5 then
+    return nil, fail('claim_as and refresh_as take 5 arguments')
+  end
+  local boot, session, pod, ttl, identity = args[1], args[2], args[3], integer(args[4]), args[5]
+  if not valid_boot(boot) then
+    return nil, fail('bad boot')
+  end
+  if not valid_session(session) or type(pod) ~= 'string' or not valid_pod(pod) then
+    return nil, fail('bad session or pod')
+  end
+  if not ttl or ttl < 1 then
+    return nil, fail('bad ttl')
+  end
+  if not valid_identity(identity) then
+    return nil, fail('bad identity')
+  end
+  return {boot, session, pod, ttl, identity}
+end
+
+-- claim_as: KEYS client key; ARGV boot, session, pod, ttl ms, identity. Claims the
+-- client as claim does, for one identity: while the entry of another identity lives,
+-- nobody else may claim it. Returns {status, boot, session, pod, since, identity} of
+-- the entry it displaced or that refused it ('' each when none): status 1 claimed,
+-- 0 a newer boot holds the client, 2 another identity holds it (nothing changed
+-- then). An entry without an identity (claim, an older pod's) binds none; nor does
+-- one whose boot is malformed (not written here).
+local function claim_as(keys, args)
+  local key = client_key(keys)
+  if not key then
+    return fail('bad client key')
+  end
+  local a, err = owner_args(args)
+  if not a then
+    return err
+  end
+  local cur = redis.call('HMGET', key, 'boot', 'session', 'pod', 'since', 'identity')
+  local was = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
+  if valid_boot(cur[1]) then
+    if was[5] ~= '' and was[5] ~= a[5] then
+      return {2, was[1], was[2], was[3], was[4], was[5]}
+    end
+    if older(a[1], cur[1]) then
+      return {0, was[1], was[2], was[3], was[4], was[5]}
+    end
+  end
+  write_owner(key, a[1], a[2], a[3], a[5], a[4])
+  return {1, was[1], was[2], was[3], was[4], was[5]}
+end
+
+-- refresh_as: KEYS client key; ARGV boot, session, pod, ttl ms, identity. Sets the
+-- TTL while session owns the client (1); claims it again when there is no entry at
+-- all (2: it expired, or Redis lost it); else changes nothing (0).
+local function refresh_as(keys, args)
+  local key = client_key(keys)
+  if not key then
+    return fail('bad client key')
+  end
+  local a, err = owner_args(args)
+  if not a then
+    return err
+  end
+  local cur = redis.call('HMGET', key, 'boot', 'session', 'pod', 'since', 'identity')
+  if cur[2] == a[2] then
+    redis.call('PEXPIRE', key, a[4])
+    return 1
+  end
+  if cur[1] or cur[2] or cur[3] or cur[4] or cur[5] then
+    return 0
+  end
+  write_owner(key, a[1], a[2], a[3], a[5], a[4])
+  return 2
+end
+
 -- refresh: KEYS client key; ARGV session, ttl ms. Sets the TTL only while session
--- owns the client. Returns 1 when it did, 0 when session is not the owner.
+-- owns the client. Returns 1 when it did, 0 when session is not the owner. What pods
+-- of an older version call during a rollout (refresh_as).
 local function refresh(keys, args)
   local key = client_key(keys)
   if not key then
@@ -352,3 +444,5 @@ redis.register_function{function_name = 'roomcast_v1_occupancy_read', callback =
 redis.register_function('roomcast_v1_claim', claim)
 redis.register_function('roomcast_v1_refresh', refresh)
 redis.register_function('roomcast_v1_release', release)
+redis.register_function('roomcast_v1_claim_as', claim_as)
+redis.register_function('roomcast_v1_refresh_as', refresh_as)
