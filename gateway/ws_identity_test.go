@@ -227,3 +227,22 @@ func TestWSClosesAreLogged(t *testing.T) {
 		wantLogged(t, logs, "websocket client closed", want)
 	}
 }
+
+// TestWSClientIDOfAStaticKey: on a gateway without JWT keys, a connection that
+// carries a static publish key claims as that key (key:1), so anonymous connections,
+// which may claim any id there, cannot take its id.
+func TestWSClientIDOfAStaticKey(t *testing.T) {
+	p := newPod(t, podConfig{gw: gateway.Config{PublishToken: testStaticKey}})
+	agent := dialWS(t, p, "Authorization", "Bearer "+testStaticKey)
+	w := agent.welcome("agent-k", boot1, map[string]string{"a": ""})
+	anon := dialWS(t, p)
+	anon.hello("agent-k", bootNew, map[string]string{"a": ""})
+	anon.wantClose(4403)
+	if status, ci := p.client(t, "agent-k"); status != http.StatusOK || ci.Session != w.Session || ci.Identity != "key:1" {
+		t.Fatalf("the entry: %d %+v", status, ci)
+	}
+	// The key's own reconnect takes over.
+	again := dialWS(t, p, "Authorization", "Bearer "+testStaticKey)
+	again.welcome("agent-k", boot1, map[string]string{"a": ""})
+	agent.wantClose(4409)
+}
