@@ -175,24 +175,6 @@ func TestWSClientIDRules(t *testing.T) {
 	}
 }
 
-// TestWSClientIDOpenPod: without a JWT key every connection is anonymous and may
-// claim any client id (the quick start), and one anonymous connection may still
-// take over from another; a boot from the future is refused all the same.
-func TestWSClientIDOpenPod(t *testing.T) {
-	p := newPod(t, podConfig{})
-	first := dialWS(t, p)
-	first.welcome("rig-0414", boot1, map[string]string{"a": ""})
-	second := dialWS(t, p)
-	second.welcome("rig-0414", bootNew, map[string]string{"a": ""})
-	first.wantClose(4409)
-	far := dialWS(t, p)
-	far.hello("rig-0414", bootFar, map[string]string{"a": ""})
-	far.wantClose(4400)
-	if status, ci := p.client(t, "rig-0414"); status != http.StatusOK || ci.Identity != "anonymous" || ci.Boot != bootNew {
-		t.Fatalf("the entry: %d %+v", status, ci)
-	}
-}
-
 // TestWSClosesAreLogged: every 4400, 4401, 4403 and 4409 close is logged once, with
 // the connection's identity, client id, pod and reason (and never its token: the
 // suite's logs are searched for every token it made).

@@ -224,7 +224,8 @@ func TestWSStaleRefreshAfterTakeoverCloses4409(t *testing.T) {
 
 // TestWSOwnerOnOnePod: without a fleet registry the pod keeps one owner per client:
 // a newer or equal boot takes over and the old connection is closed with 4409; an
-// older boot is refused with 4409.
+// older boot is refused with 4409, a boot from the future with 4400. Without a JWT
+// key every connection is anonymous (one identity) and may claim any id.
 func TestWSOwnerOnOnePod(t *testing.T) {
 	p := newPod(t, podConfig{})
 	first := dialWS(t, p)
@@ -238,6 +239,12 @@ func TestWSOwnerOnOnePod(t *testing.T) {
 	third := dialWS(t, p)
 	third.welcome("solo", bootNew, map[string]string{"a": ""})
 	second.wantClose(4409)
+	far := dialWS(t, p)
+	far.hello("solo", bootFar, map[string]string{"a": ""})
+	far.wantClose(4400)
+	if status, ci := p.client(t, "solo"); status != http.StatusOK || ci.Identity != "anonymous" || ci.Boot != bootNew {
+		t.Fatalf("the entry: %d %+v", status, ci)
+	}
 	res := do(t, http.MethodPost, p.admin.URL+"/admin/clients/solo/close", "")
 	if res.status != http.StatusOK {
 		t.Fatalf("close: %d %s", res.status, res.body)

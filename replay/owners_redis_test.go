@@ -3,7 +3,6 @@ package replay_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,17 +249,7 @@ func TestRedisOwnersAcrossARollout(t *testing.T) {
 	t.Parallel()
 	s := redistest.StandaloneWith(t, redistest.Options{})
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
-	src, err := os.ReadFile("roomcast.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var older []string
-	for _, line := range strings.Split(string(src), "\n") {
-		if !strings.Contains(line, "register_function") || !strings.Contains(line, "_as'") {
-			older = append(older, line)
-		}
-	}
-	s.MustDo(t, "FUNCTION", "LOAD", "REPLACE", strings.Join(older, "\n"))
+	loadOlderLibrary(t, s, "_as'")
 	if list := s.MustDo(t, "FUNCTION", "LIST"); strings.Contains(list, "claim_as") || !strings.Contains(list, "roomcast_v1_claim") {
 		t.Fatalf("the older library: %s", list)
 	}

@@ -47,16 +47,7 @@ func TestClientsClaim(t *testing.T) {
 			if got := p.Identity(); got != tt.identity {
 				t.Errorf("Identity() = %q, want %q", got, tt.identity)
 			}
-			for _, c := range tt.may {
-				if !p.CanClaim(c) {
-					t.Errorf("may not claim %q", c)
-				}
-			}
-			for _, c := range tt.not {
-				if p.CanClaim(c) {
-					t.Errorf("may claim %q", c)
-				}
-			}
+			checkClaims(t, p, tt.may, tt.not)
 		})
 	}
 	for _, bad := range []any{"agent-*", []string{"a b"}, []string{"*x"}, []string{""}, []any{1}} {
@@ -135,16 +126,22 @@ func TestTicketCarriesClients(t *testing.T) {
 			if err != nil || p.Identity() != "sub:u1" {
 				t.Fatalf("redeem: %+v, %v", p, err)
 			}
-			for _, id := range tt.may {
-				if !p.CanClaim(id) {
-					t.Errorf("may not claim %q", id)
-				}
-			}
-			for _, id := range tt.not {
-				if p.CanClaim(id) {
-					t.Errorf("may claim %q", id)
-				}
-			}
+			checkClaims(t, p, tt.may, tt.not)
 		})
+	}
+}
+
+// checkClaims checks that p may claim the client ids of may and none of not.
+func checkClaims(t *testing.T, p auth.Principal, may, not []string) {
+	t.Helper()
+	for _, id := range may {
+		if !p.CanClaim(id) {
+			t.Errorf("may not claim %q", id)
+		}
+	}
+	for _, id := range not {
+		if p.CanClaim(id) {
+			t.Errorf("may claim %q", id)
+		}
 	}
 }
