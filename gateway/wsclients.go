@@ -63,7 +63,7 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 		wc.closeAttrs = append(wc.closeAttrs, "owner_boot", prev.Boot, "owner_pod", prev.Pod)
 		return wsSuperseded, "superseded: a newer boot of this client is connected"
 	case err != nil:
-		s.cfg.Logger.Warn("websocket client not claimed", "client", wc.client, "err", err)
+		s.cfg.Logger.Warn("websocket client not claimed", "client", wc.client, "identity", wc.identity, "pod", s.cfg.PodID, "err", err)
 		return wsTryAgainLater, "the client registry is unavailable: reconnect later"
 	}
 	s.wsMu.Lock()
