@@ -60,10 +60,11 @@ func (a *Authenticator) Subscriber(ctx context.Context, r *http.Request) (Princi
 
 // Publisher authenticates a publish: Authorization: Bearer carrying either a static
 // publish key (compared in constant time on SHA-256 digests, against every key) ->
-// Source static, Publish "*", Key its position; or a JWT -> its publish grants. No Authorization header:
+// Source static, Publish "*"; or a JWT -> its publish grants. No Authorization header:
 // ErrNoCredential when any key (JWT or static) is configured; when none is, an
 // anonymous Principal with Publish "*" (the caller still requires a loopback peer),
-// and the Authorization header is not read.
+// and the Authorization header is not read. A static key's Principal names the key
+// by its position (Key).
 func (a *Authenticator) Publisher(r *http.Request) (Principal, error) {
 	if !a.anyKey() {
 		return Principal{Publish: all, Source: SourceAnonymous}, nil

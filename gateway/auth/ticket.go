@@ -67,12 +67,14 @@ func fromMilli(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
-// IssueTicket stores p's Sub, JTI, IssuedAt, Expires, Subscribe and Clients grants under a
+// IssueTicket stores p's Sub, JTI, IssuedAt, Expires and Subscribe grants under a
 // digest of a fresh ticket (replay.Tickets.PutTicket with id = hex SHA-256 of the
 // ticket, ttl = TicketTTL) and returns the ticket. Redeeming it (Subscriber with
 // ?ticket=) yields that Principal with Source ticket, once, across the fleet. A ticket
 // whose Principal has been revoked since, or whose credential has expired, is refused.
-// ErrNoTickets without Config.Tickets; ErrInvalid for an expired or revoked p.
+// ErrNoTickets without Config.Tickets; ErrInvalid for an expired or revoked p. The
+// ticket keeps p's Clients too (stored only when p has them, so that a ticket
+// without them redeems on a pod of an older version).
 func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (Ticket, error) {
 	if a.cfg.Tickets == nil {
 		return Ticket{}, ErrNoTickets
