@@ -106,8 +106,8 @@ type Config struct {
 	// before it is closed with 4408 (default 10s).
 	WSHelloTimeout time.Duration
 	// Owners is the registry of which connection owns each WebSocket client id,
-	// shared by the fleet. Nil: the pod's own, so a client has one connection per
-	// pod (one in all with one pod).
+	// shared by the fleet. Nil: the log's (replay.Owners: the fleet's in Redis, the
+	// pod's own in memory).
 	Owners clientOwners
 	// OwnerTTL is how long a client's claim lives unless refreshed; the connection
 	// refreshes it every third of it (default 30s).

@@ -82,7 +82,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		if !ok {
 			return nil, errors.New("gateway: the log keeps no WebSocket client registry (replay.Owners): set Config.Owners")
 		}
-		s.owners = logOwners{o}
+		s.owners = o
 	}
 	if s.auth == nil {
 		var keys []string

@@ -62,6 +62,11 @@ type wsConn struct {
 	cancel  context.CancelFunc
 
 	client, boot string // from the hello; set before the connection is registered
+	// claimant is who the connection claims its client as (wsClaimant), identity its
+	// Identity; closeAttrs what the close's log line adds (logClose), the writer's.
+	claimant   auth.Principal
+	identity   string
+	closeAttrs []any
 
 	helloCh  chan wsFrame
 	welcomed chan struct{} // closed once the welcome is out: the reader goes on
@@ -206,9 +211,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	wc := &wsConn{s: s, r: r, who: who, session: newSession(), since: time.Now(), ctx: ctx, cancel: cancel,
-		helloCh: make(chan wsFrame, 1), welcomed: make(chan struct{}), readDone: make(chan struct{}),
+		claimant: s.wsClaimant(r, who), helloCh: make(chan wsFrame, 1), welcomed: make(chan struct{}), readDone: make(chan struct{}),
 		out: make(chan []byte, wsOutQueue), bell: make(chan struct{}, 1), kicked: make(chan struct{}),
 		state: map[string]*wsRoomState{}}
+	wc.identity = wc.claimant.Identity()
 	wc.lastSeen.Store(time.Now().UnixNano())
 	opts := &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.AllowOrigins,
@@ -236,6 +242,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 // broke) and waits for its goroutines.
 func (wc *wsConn) finish(code websocket.StatusCode, reason string) {
 	wc.s.wsClosed.WithLabelValues(closeLabel(code)).Inc()
+	wc.logClose(code, reason)
 	if code == 0 {
 		_ = wc.c.CloseNow()
 	} else {
@@ -320,11 +327,17 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 			return 0, ""
 		}
 	}
-	h, err := parseHello(f, s.cfg.MaxRoomsPerStream)
+	if replay.ValidClient(f.Client) {
+		wc.client = f.Client // for the close's log line, even when the hello is bad
+	}
+	h, err := parseHello(f, s.cfg.MaxRoomsPerStream, time.Now().Add(wsBootSkew))
 	if err != nil {
 		return wsBadHello, "bad hello: " + err.Error()
 	}
 	wc.client, wc.boot = h.client, h.boot
+	if code, reason := wc.checkClient(); code != 0 {
+		return code, reason
+	}
 	if code, reason := wc.checkGrants(h.names); code != 0 {
 		return code, reason
 	}

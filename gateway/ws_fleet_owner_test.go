@@ -2,12 +2,15 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
 	"github.com/roomcast/roomcast/replay/replaytest"
@@ -63,4 +66,87 @@ func podSubscribers(t *testing.T, c *redistest.Cluster, pod string) int {
 		t.Fatalf("SHARDNUMSUB answered %q", out)
 	}
 	return n
+}
+
+// watchOwners serves p's pod notices until the test ends.
+func watchOwners(t *testing.T, p *pod) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.srv.WatchOwners(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestWSFleetClientIDAttack is the attack across two pods on the Redis Cluster: an
+// agent holds its client id on pod own-a with a token for user-a; on pod own-b an
+// anonymous connection names the same id with the largest UUIDv7 (4400), then with
+// a valid boot (4401), and a token for user-b with a newer boot (4403, compared in
+// Redis, logged with both identities). The agent stays connected and served, and the
+// registry still names it, with its identity.
+func TestWSFleetClientIDAttack(t *testing.T) {
+	c := redistest.SharedCluster(t)
+	keys := gatewaytest.NewKeys(t)
+	logger, logs := captureLog()
+	a := newSecurePod(t, newRedisLog(t, c), keys, gateway.Config{PodID: "own-a", OwnerTTL: time.Hour, Logger: logger})
+	b := newSecurePod(t, newRedisLog(t, c), keys, gateway.Config{PodID: "own-b", OwnerTTL: time.Hour, Logger: logger})
+	watchOwners(t, a.pod)
+	watchOwners(t, b.pod)
+	client := redistest.Prefix(t) + ".agent"
+	room := "public." + redistest.Prefix(t)
+	rooms := map[string]string{room: ""}
+
+	agent := dialWS(t, a.pod, "Authorization", "Bearer "+a.agentToken(t, "user-a", nil))
+	w := agent.welcome(client, replay.NewBoot(time.Now()), rooms)
+
+	anon := dialWS(t, b.pod)
+	anon.hello(client, bootFar, rooms)
+	anon.wantClose(4400)
+	anon = dialWS(t, b.pod)
+	anon.hello(client, replay.NewBoot(time.Now()), rooms)
+	anon.wantClose(4401)
+	other := dialWS(t, b.pod, "Authorization", "Bearer "+b.agentToken(t, "user-b", nil))
+	other.hello(client, replay.NewBoot(time.Now()), rooms)
+	other.wantClose(4403)
+	wantLogged(t, logs, "websocket client closed", map[string]string{
+		"code": "4403", "client": client, "identity": "sub:user-b", "pod": "own-b",
+		"owner_identity": "sub:user-a", "owner_pod": "own-a"})
+
+	status, ci := b.client(t, client)
+	if status != http.StatusOK || ci.Local || ci.Pod != "own-a" || ci.Session != w.Session || ci.Identity != "sub:user-a" {
+		t.Fatalf("pod own-b's view of the agent: %d %+v", status, ci)
+	}
+	id := postAs(t, b, room, `"still here"`)
+	if m := agent.next(); m.Kind != "event" || m.ID != id {
+		t.Fatalf("the agent got %+v, want event %s", m, id)
+	}
+}
+
+// TestWSRefreshAfterRedisLostItsData: Redis restarts without its data while a client
+// is connected. The owner's next refresh finds no entry and claims the client again
+// (it is no takeover): the connection stays open and the new Redis names it.
+func TestWSRefreshAfterRedisLostItsData(t *testing.T) {
+	port := redistest.FreePort(t)
+	s := redistest.StandaloneAt(t, port)
+	p := newFleetPod(t, s, replay.RedisConfig{Timeout: 300 * time.Millisecond, HealthInterval: 50 * time.Millisecond},
+		podConfig{gw: gateway.Config{PodID: "lost-a", OwnerTTL: 300 * time.Millisecond}})
+	c := dialWS(t, p)
+	w := c.welcome("rig-lost", boot1, map[string]string{"lost": ""})
+	l := p.log.(replay.Owners)
+	if o, ok, err := l.ClientOwner(context.Background(), "rig-lost"); err != nil || !ok || o.Session != w.Session {
+		t.Fatalf("owner before the restart: %+v, %v, %v", o, ok, err)
+	}
+
+	_, _ = s.Do("SHUTDOWN", "NOSAVE")
+	redistest.StandaloneAt(t, port)
+	replaytest.Eventually(t, 20*time.Second, "the client claimed again on the new Redis", func() error {
+		o, ok, err := l.ClientOwner(context.Background(), "rig-lost")
+		if err != nil || !ok || o.Session != w.Session {
+			return fmt.Errorf("owner %+v, %v, %v", o, ok, err)
+		}
+		return nil
+	})
+	// Still open: it answers a ping.
+	c.send(`{"v":1,"kind":"ping","data":1}`)
+	if m := c.next(); m.Kind != "pong" {
+		t.Fatalf("after the restart the client got %+v, want a pong", m)
+	}
 }

@@ -25,6 +25,7 @@ type clientInfo struct {
 	Pod            string `json:"pod"`
 	Boot           string `json:"boot"`
 	Session        string `json:"session"`
+	Identity       string `json:"identity"`
 	Local          bool   `json:"local"`
 	ConnectedSince string `json:"connected_since"`
 	Rooms          map[string]struct {

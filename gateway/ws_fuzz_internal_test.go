@@ -6,14 +6,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/roomcast/roomcast/replay"
 )
 
 // FuzzDecodeWSFrame decodes any client message as a frame and, for a hello,
 // validates it: nothing panics, and a hello that passes holds only what the
-// transport may use (a valid client id, a canonical lower-case UUIDv7 boot, sorted
-// distinct valid rooms within the bound, each with a parsed resume point).
+// transport may use (a valid client id, a canonical lower-case UUIDv7 boot no later
+// than the bound, sorted distinct valid rooms within the bound, each with a parsed
+// resume point).
 func FuzzDecodeWSFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"kind":"hello","client":"rig-0414","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"orders":"k3x9q:48","alerts":""}}`,
@@ -26,6 +28,8 @@ func FuzzDecodeWSFrame(f *testing.F) {
 		`[1,2]`,
 		` {"v":1,"kind":"x","rooms":{"a{b}":""}} `,
 		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"a":"x:1:2"}}`,
+		`{"v":1,"kind":"hello","client":"agent-a","boot":"ffffffff-ffff-7fff-bfff-ffffffffffff","rooms":{"public.x":""}}`,
+		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1235-7abc-8def-0123456789ab","rooms":{"a":""}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -41,9 +45,14 @@ func FuzzDecodeWSFrame(f *testing.F) {
 		if !json.Valid(wsErrorOf(fr.Ref, "", newError(0, "unknown_kind", "unknown frame kind "+quoteKind(fr.Kind)))) {
 			t.Fatal("error frame is not JSON")
 		}
-		h, err := parseHello(fr, 4)
+		// The latest boot allowed: the second seed's millisecond.
+		latest := time.UnixMilli(0x0190b2a81234)
+		h, err := parseHello(fr, 4, latest)
 		if err != nil {
 			return
+		}
+		if replay.BootTime(h.boot).After(latest) {
+			t.Fatalf("boot %q of %s passed, after %s", h.boot, replay.BootTime(h.boot), latest)
 		}
 		if !replay.ValidClient(h.client) {
 			t.Fatalf("client %q passed", h.client)

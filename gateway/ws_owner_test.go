@@ -8,25 +8,22 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/replay"
 )
 
-// fakeOwners is a fleet's client registry in the test: claims by boot order, pod
-// notices through channels, and hooks that hold calls so a test forces an order.
+// fakeOwners is a fleet's client registry in the test: claims by identity and boot
+// order, pod notices through channels, and hooks that hold calls so a test forces an
+// order.
 type fakeOwners struct {
 	mu       sync.Mutex
-	entries  map[string]fakeOwner
+	entries  map[string]replay.Owner
 	notices  map[string]chan string
 	drop     bool                         // lose every notice (delivery is at most once)
 	onRefres func(client, session string) // runs before a refresh is decided
 }
 
-type fakeOwner struct {
-	boot, session, pod string
-	since              time.Time
-}
-
 func newFakeOwners() *fakeOwners {
-	return &fakeOwners{entries: map[string]fakeOwner{}, notices: map[string]chan string{}}
+	return &fakeOwners{entries: map[string]replay.Owner{}, notices: map[string]chan string{}}
 }
 
 func (f *fakeOwners) ch(pod string) chan string {
@@ -40,44 +37,56 @@ func (f *fakeOwners) ch(pod string) chan string {
 	return c
 }
 
-func (f *fakeOwners) ClaimClient(_ context.Context, client, boot, session, pod string, _ time.Duration) (string, string, bool, error) {
+func (f *fakeOwners) ClaimClient(_ context.Context, o replay.Owner, _ time.Duration) (replay.Owner, error) {
 	f.mu.Lock()
-	e, ok := f.entries[client]
-	superseded := ok && e.boot > boot
-	if !superseded {
-		f.entries[client] = fakeOwner{boot: boot, session: session, pod: pod, since: time.Now()}
+	defer f.mu.Unlock()
+	e, ok := f.entries[o.Client]
+	switch {
+	case ok && e.Identity != o.Identity:
+		return e, replay.ErrOtherIdentity
+	case ok && e.Boot > o.Boot:
+		return e, replay.ErrSuperseded
 	}
-	f.mu.Unlock()
-	return e.pod, e.session, superseded, nil
+	o.Since = time.Now()
+	f.entries[o.Client] = o
+	return e, nil
 }
 
-func (f *fakeOwners) RefreshClient(_ context.Context, client, session string, _ time.Duration) (bool, error) {
+func (f *fakeOwners) RefreshClient(_ context.Context, o replay.Owner, _ time.Duration) (bool, error) {
 	f.mu.Lock()
 	hook := f.onRefres
 	f.mu.Unlock()
 	if hook != nil {
-		hook(client, session)
+		hook(o.Client, o.Session)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e, ok := f.entries[client]
-	return ok && e.session == session, nil
+	e, ok := f.entries[o.Client]
+	switch {
+	case !ok:
+		o.Since = time.Now()
+		f.entries[o.Client] = o
+		return true, nil
+	case e.Session != o.Session:
+		return false, replay.ErrNotOwner
+	}
+	return false, nil
 }
 
 func (f *fakeOwners) ReleaseClient(_ context.Context, client, session string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e, ok := f.entries[client]; ok && e.session == session {
+	if e, ok := f.entries[client]; ok && e.Session == session {
 		delete(f.entries, client)
 	}
 	return nil
 }
 
-func (f *fakeOwners) ClientOwner(_ context.Context, client string) (string, string, string, time.Time, bool, error) {
+func (f *fakeOwners) ClientOwner(_ context.Context, client string) (replay.Owner, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.entries[client]
-	return e.boot, e.session, e.pod, e.since, ok, nil
+	return e, ok, nil
 }
 
 func (f *fakeOwners) NotifyPod(_ context.Context, pod, notice string) error {
@@ -102,7 +111,7 @@ func (f *fakeOwners) PodNotices(ctx context.Context, pod string, fn func(string)
 	}
 }
 
-func (f *fakeOwners) owner(client string) fakeOwner {
+func (f *fakeOwners) owner(client string) replay.Owner {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.entries[client]
@@ -135,7 +144,7 @@ func TestWSOwnerOnAnotherPodIsClosedWith4409(t *testing.T) {
 	second := dialWS(t, b)
 	w := second.welcome("rig-7", bootOld, map[string]string{"cmd": ""})
 	first.wantClose(4409)
-	if o := owners.owner("rig-7"); o.pod != "pod-b" || o.session != w.Session {
+	if o := owners.owner("rig-7"); o.Pod != "pod-b" || o.Session != w.Session {
 		t.Fatalf("owner %+v, want pod-b %s", o, w.Session)
 	}
 	// Pod a sees the client on pod b.
@@ -154,7 +163,7 @@ func TestWSOwnerOnAnotherPodIsClosedWith4409(t *testing.T) {
 	if frames := stale.wantClose(4409); len(frames) != 0 {
 		t.Fatalf("a superseded hello got %+v", frames)
 	}
-	if o := owners.owner("rig-7"); o.session != w3.Session {
+	if o := owners.owner("rig-7"); o.Session != w3.Session {
 		t.Fatalf("owner %+v, want %s", o, w3.Session)
 	}
 
@@ -203,7 +212,7 @@ func TestWSStaleRefreshAfterTakeoverCloses4409(t *testing.T) {
 	wb := second.welcome("rig-9", bootNew, map[string]string{"cmd": ""})
 	close(release)
 	first.wantClose(4409)
-	if o := owners.owner("rig-9"); o.session != wb.Session || o.pod != "pod-b" {
+	if o := owners.owner("rig-9"); o.Session != wb.Session || o.Pod != "pod-b" {
 		t.Fatalf("owner %+v, want B %s", o, wb.Session)
 	}
 	// B is still served.
@@ -215,7 +224,8 @@ func TestWSStaleRefreshAfterTakeoverCloses4409(t *testing.T) {
 
 // TestWSOwnerOnOnePod: without a fleet registry the pod keeps one owner per client:
 // a newer or equal boot takes over and the old connection is closed with 4409; an
-// older boot is refused with 4409.
+// older boot is refused with 4409, a boot from the future with 4400. Without a JWT
+// key every connection is anonymous (one identity) and may claim any id.
 func TestWSOwnerOnOnePod(t *testing.T) {
 	p := newPod(t, podConfig{})
 	first := dialWS(t, p)
@@ -229,6 +239,12 @@ func TestWSOwnerOnOnePod(t *testing.T) {
 	third := dialWS(t, p)
 	third.welcome("solo", bootNew, map[string]string{"a": ""})
 	second.wantClose(4409)
+	far := dialWS(t, p)
+	far.hello("solo", bootFar, map[string]string{"a": ""})
+	far.wantClose(4400)
+	if status, ci := p.client(t, "solo"); status != http.StatusOK || ci.Identity != "anonymous" || ci.Boot != bootNew {
+		t.Fatalf("the entry: %d %+v", status, ci)
+	}
 	res := do(t, http.MethodPost, p.admin.URL+"/admin/clients/solo/close", "")
 	if res.status != http.StatusOK {
 		t.Fatalf("close: %d %s", res.status, res.body)

@@ -104,11 +104,11 @@ func TestWSCredentials(t *testing.T) {
 	})
 	t.Run("allowed origin upgrades", func(t *testing.T) {
 		c := dialWS(t, p.pod, "Origin", "https://app.example.com")
-		c.welcome("c1", boot1, map[string]string{"public.news": ""})
+		c.welcome("anon:c1", boot1, map[string]string{"public.news": ""})
 	})
 	t.Run("anonymous on a private room is 4401", func(t *testing.T) {
 		c := dialWS(t, p.pod)
-		c.hello("c2", boot1, map[string]string{"public.news": "", "private": ""})
+		c.hello("anon:c2", boot1, map[string]string{"public.news": "", "private": ""})
 		frames := c.wantClose(4401)
 		if len(frames) != 1 || frames[0].Error != "unauthorized" || frames[0].Room != "private" {
 			t.Fatalf("frames before the close: %+v", frames)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 )
 
 // One owner per client id: a hello claims the client in the owners registry (the
-// fleet's, or the pod's own), the connection it displaced is closed with 4409 on
-// whichever pod holds it, and the claim is refreshed every OwnerTTL/3 while
-// connected. A refresh that finds another owner closes the connection with 4409.
+// fleet's, or the pod's own) as the connection's identity (see wsidentity.go), the
+// connection it displaced is closed with 4409 on whichever pod holds it, and the
+// claim is refreshed every OwnerTTL/3 while connected. A refresh that finds another
+// owner closes the connection with 4409; one that finds no entry (it lapsed, or
+// Redis lost it) claims the client again.
 
 // registerWSMetrics registers the WebSocket transport's metrics.
 func (s *Server) registerWSMetrics(reg prometheus.Registerer) error {
@@ -40,18 +43,28 @@ func (s *Server) wsLocal(client string) *wsConn {
 	return s.wsByClient[client]
 }
 
+// owner is the connection as the registry records it.
+func (wc *wsConn) owner() replay.Owner {
+	return replay.Owner{Client: wc.client, Boot: wc.boot, Session: wc.session, Pod: wc.s.cfg.PodID, Identity: wc.identity}
+}
+
 // claim makes the connection its client's owner and closes the one it displaced.
 func (wc *wsConn) claim() (websocket.StatusCode, string) {
 	s := wc.s
 	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	prevPod, prevSession, superseded, err := s.owners.ClaimClient(ctx, wc.client, wc.boot, wc.session, s.cfg.PodID, s.cfg.OwnerTTL)
-	if err != nil {
-		s.cfg.Logger.Warn("websocket client not claimed", "client", wc.client, "err", err)
-		return wsTryAgainLater, "the client registry is unavailable: reconnect later"
-	}
-	if superseded {
+	prev, err := s.owners.ClaimClient(ctx, wc.owner(), s.cfg.OwnerTTL)
+	switch {
+	case errors.Is(err, replay.ErrOtherIdentity):
+		// Who holds it is for the log, not for the peer.
+		wc.closeAttrs = append(wc.closeAttrs, "owner_identity", prev.Identity, "owner_pod", prev.Pod)
+		return wsForbidden, "forbidden: another identity holds this client id"
+	case errors.Is(err, replay.ErrSuperseded):
+		wc.closeAttrs = append(wc.closeAttrs, "owner_boot", prev.Boot, "owner_pod", prev.Pod)
 		return wsSuperseded, "superseded: a newer boot of this client is connected"
+	case err != nil:
+		s.cfg.Logger.Warn("websocket client not claimed", "client", wc.client, "identity", wc.identity, "pod", s.cfg.PodID, "err", err)
+		return wsTryAgainLater, "the client registry is unavailable: reconnect later"
 	}
 	s.wsMu.Lock()
 	old := s.wsByClient[wc.client]
@@ -60,30 +73,40 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 	if old != nil && old != wc {
 		old.kick(wsSuperseded, "superseded: the client connected again")
 	}
-	if prevSession != "" && prevSession != wc.session && prevPod != "" && prevPod != s.cfg.PodID {
-		if err := s.owners.NotifyPod(ctx, prevPod, closeNotice(wc.client, prevSession)); err != nil {
+	if prev.Session == "" || prev.Session == wc.session {
+		return 0, ""
+	}
+	s.cfg.Logger.Info("websocket client taken over", "client", wc.client, "identity", wc.identity, "pod", s.cfg.PodID,
+		"session", wc.session, "from_pod", prev.Pod, "from_session", prev.Session)
+	if prev.Pod != "" && prev.Pod != s.cfg.PodID {
+		if err := s.owners.NotifyPod(ctx, prev.Pod, closeNotice(wc.client, prev.Session)); err != nil {
 			// Its next refresh fails and closes it.
-			s.cfg.Logger.Warn("websocket owner's pod not notified", "client", wc.client, "pod", prevPod, "err", err)
+			s.cfg.Logger.Warn("websocket owner's pod not notified", "client", wc.client, "pod", prev.Pod, "err", err)
 		}
 	}
 	return 0, ""
 }
 
-// refresh extends the connection's claim; false (and a 4409 kick) when another
-// connection owns the client now. A registry that cannot be reached keeps the
-// connection: the next refresh decides.
+// refresh extends the connection's claim, or claims the client again when the
+// registry has no entry for it (it lapsed while the registry could not be reached,
+// or Redis lost its data); false (and a 4409 kick) when another connection owns the
+// client now. A registry that cannot be reached keeps the connection: the next
+// refresh decides.
 func (wc *wsConn) refresh() bool {
 	s := wc.s
 	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	owner, err := s.owners.RefreshClient(ctx, wc.client, wc.session, s.cfg.OwnerTTL)
-	if err != nil {
-		s.cfg.Logger.Warn("websocket client not refreshed", "client", wc.client, "err", err)
-		return true
-	}
-	if !owner {
+	claimed, err := s.owners.RefreshClient(ctx, wc.owner(), s.cfg.OwnerTTL)
+	switch {
+	case errors.Is(err, replay.ErrNotOwner):
 		wc.kick(wsSuperseded, "superseded: another connection owns this client")
 		return false
+	case err != nil:
+		s.cfg.Logger.Warn("websocket client not refreshed", "client", wc.client, "err", err)
+		return true
+	case claimed:
+		s.cfg.Logger.Info("websocket client claimed again: the registry had no entry for it", "client", wc.client,
+			"identity", wc.identity, "pod", s.cfg.PodID, "session", wc.session)
 	}
 	return true
 }
@@ -111,6 +134,7 @@ type clientBody struct {
 	Pod            string `json:"pod"`
 	Boot           string `json:"boot"`
 	Session        string `json:"session"`
+	Identity       string `json:"identity"` // "" for an entry an older version wrote
 	Local          bool   `json:"local"`
 	ConnectedSince string `json:"connected_since"`
 	// The rest is known on the pod that holds the connection only.
@@ -133,7 +157,7 @@ func errNoClient(id string) *apiError {
 
 // local describes the pod's own connection.
 func (wc *wsConn) describe() clientBody {
-	b := clientBody{Client: wc.client, Pod: wc.s.cfg.PodID, Boot: wc.boot, Session: wc.session, Local: true,
+	b := clientBody{Client: wc.client, Pod: wc.s.cfg.PodID, Boot: wc.boot, Session: wc.session, Identity: wc.identity, Local: true,
 		ConnectedSince: wc.since.UTC().Format(time.RFC3339Nano), Rooms: map[string]clientRoomBody{},
 		LastFrameAt: time.Unix(0, wc.lastSeen.Load()).UTC().Format(time.RFC3339Nano)}
 	wc.mu.Lock()
@@ -161,7 +185,7 @@ func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
 	defer cancel()
-	boot, session, pod, since, ok, err := s.owners.ClientOwner(ctx, id)
+	o, ok, err := s.owners.ClientOwner(ctx, id)
 	switch {
 	case err != nil:
 		s.cfg.Logger.Warn("client owner not read", "client", id, "err", err)
@@ -169,8 +193,8 @@ func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		writeError(w, errNoClient(id))
 	default:
-		writeJSON(w, http.StatusOK, clientBody{Client: id, Pod: pod, Boot: boot, Session: session,
-			ConnectedSince: since.UTC().Format(time.RFC3339Nano)})
+		writeJSON(w, http.StatusOK, clientBody{Client: id, Pod: o.Pod, Boot: o.Boot, Session: o.Session, Identity: o.Identity,
+			ConnectedSince: o.Since.UTC().Format(time.RFC3339Nano)})
 	}
 }
 
@@ -190,19 +214,19 @@ func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
 	defer cancel()
-	_, session, pod, _, ok, err := s.owners.ClientOwner(ctx, id)
-	if err == nil && ok && pod != s.cfg.PodID {
-		err = s.owners.NotifyPod(ctx, pod, closeNotice(id, session))
+	o, ok, err := s.owners.ClientOwner(ctx, id)
+	if err == nil && ok && o.Pod != s.cfg.PodID {
+		err = s.owners.NotifyPod(ctx, o.Pod, closeNotice(id, o.Session))
 	}
 	switch {
 	case err != nil:
 		s.cfg.Logger.Warn("client close not sent", "client", id, "err", err)
 		writeError(w, unavailable("the client registry is unavailable; retry"))
-	case !ok || pod == s.cfg.PodID:
+	case !ok || o.Pod == s.cfg.PodID:
 		// Owned here by a connection that has just ended, or by nobody.
 		writeError(w, errNoClient(id))
 	default:
-		s.cfg.Logger.Info("websocket client close sent to its pod", "client", id, "pod", pod)
-		writeJSON(w, http.StatusAccepted, map[string]string{"client": id, "pod": pod, "closed": "notified"})
+		s.cfg.Logger.Info("websocket client close sent to its pod", "client", id, "pod", o.Pod)
+		writeJSON(w, http.StatusAccepted, map[string]string{"client": id, "pod": o.Pod, "closed": "notified"})
 	}
 }

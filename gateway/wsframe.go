@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/roomcast/roomcast/replay"
 )
@@ -95,8 +96,9 @@ type hello struct {
 	resumed      []bool
 }
 
-// parseHello validates a hello frame; the error is the close reason's text.
-func parseHello(f wsFrame, maxRooms int) (hello, error) {
+// parseHello validates a hello frame, whose boot must not be from after latestBoot;
+// the error is the close reason's text.
+func parseHello(f wsFrame, maxRooms int, latestBoot time.Time) (hello, error) {
 	if f.Kind != wsHello {
 		return hello{}, errors.New("the first frame must be a hello")
 	}
@@ -106,6 +108,9 @@ func parseHello(f wsFrame, maxRooms int) (hello, error) {
 	boot, ok := parseBoot(f.Boot)
 	if !ok {
 		return hello{}, errors.New("boot: a UUIDv7 in its canonical form")
+	}
+	if replay.BootTime(boot).After(latestBoot) {
+		return hello{}, errors.New("boot: its time is ahead of the gateway's clock by more than " + wsBootSkew.String())
 	}
 	if len(f.Rooms) == 0 {
 		return hello{}, errors.New("rooms: name at least one room")

@@ -10,24 +10,25 @@ import (
 
 // clientOwners is the registry of which connection owns each WebSocket client id:
 // one owner per client across the fleet. A hello claims the client; the owner
-// refreshes its claim while connected and releases it when it ends. It is what
-// replay.Owners provides, in builtin types only (logOwners adapts one to the
-// other), so that tests can force orders with a fake.
+// refreshes its claim while connected and releases it when it ends. It is
+// replay.Owners (the log's, in Redis or in memory), declared here so that tests
+// can force orders with a fake; see there for the contract.
 type clientOwners interface {
-	// ClaimClient makes (boot, session, pod) the owner of client when nobody owns
-	// it, or the registered boot is older than or equal to boot; prevPod and
-	// prevSession name the owner it displaced ("" when none). When a newer boot holds
-	// the client, superseded is true, prevPod and prevSession name that owner, and
-	// nothing changes.
-	ClaimClient(ctx context.Context, client, boot, session, pod string, ttl time.Duration) (prevPod, prevSession string, superseded bool, err error)
-	// RefreshClient extends the claim while session owns client; owner is false
-	// (and nothing changes) when it does not.
-	RefreshClient(ctx context.Context, client, session string, ttl time.Duration) (owner bool, err error)
+	// ClaimClient makes o the owner of its client when nobody owns it, or the
+	// registered owner has o's identity and a boot older than or equal to o's; it
+	// returns the owner it displaced (zero when none). Otherwise it returns who
+	// holds the client and replay.ErrOtherIdentity or replay.ErrSuperseded, and
+	// changes nothing.
+	ClaimClient(ctx context.Context, o replay.Owner, ttl time.Duration) (replay.Owner, error)
+	// RefreshClient extends the claim while o.Session owns the client, and claims it
+	// again for o when there is no entry (claimed); replay.ErrNotOwner (and no
+	// change) when another session holds it.
+	RefreshClient(ctx context.Context, o replay.Owner, ttl time.Duration) (claimed bool, err error)
 	// ReleaseClient ends the claim while session owns client; it does nothing when
 	// it does not.
 	ReleaseClient(ctx context.Context, client, session string) error
 	// ClientOwner reports the live owner of client, if any.
-	ClientOwner(ctx context.Context, client string) (boot, session, pod string, since time.Time, ok bool, err error)
+	ClientOwner(ctx context.Context, client string) (replay.Owner, bool, error)
 	// NotifyPod sends a short notice to one pod; PodNotices hands the notices sent to
 	// pod to fn until ctx ends. Delivery is at most once.
 	NotifyPod(ctx context.Context, pod, notice string) error

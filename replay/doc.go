@@ -60,30 +60,41 @@
 // as --pod-id), and when it was claimed; it lives for a TTL (1ms to 24h)
 // that the owner refreshes while connected.
 //
-//   - A claim wins when nobody owns the client (or the entry expired) or the
-//     registered boot is older than or equal to the claimant's (equal: the same
-//     process reconnecting); it returns the owner it displaced, whom the caller
-//     tells to close (NotifyPod to its pod). Against a newer boot it fails with
-//     ErrSuperseded, returns that owner, and changes nothing.
-//   - Boots compare as UUIDv7s: by their 48-bit Unix millisecond timestamp, then the
-//     rest, which is the byte order of the canonical lowercase form. A boot that is
-//     not a UUIDv7 (36 characters 8-4-4-4-12, version 7, variant 10; either case on
-//     input) is ErrBadBoot.
+//   - Every entry names the owner's identity (whom the gateway says the connection
+//     is; opaque here, 1 to MaxIdentityLen bytes of UTF-8). While it lives, a claim
+//     by another identity fails with ErrOtherIdentity, returns the owner, and
+//     changes nothing, whatever its boot. Once it is released or expired, anyone may
+//     claim the client. An entry an older version wrote has no identity and binds
+//     none.
+//   - A claim of the same identity wins when nobody owns the client (or the entry
+//     expired) or the registered boot is older than or equal to the claimant's
+//     (equal: the same process reconnecting); it returns the owner it displaced,
+//     whom the caller tells to close (NotifyPod to its pod). Against a newer boot it
+//     fails with ErrSuperseded, returns that owner, and changes nothing.
+//   - Boots compare as UUIDv7s: by their 48-bit Unix millisecond timestamp
+//     (BootTime), then the rest, which is the byte order of the canonical lowercase
+//     form. A boot that is not a UUIDv7 (36 characters 8-4-4-4-12, version 7,
+//     variant 10; either case on input) is ErrBadBoot. Judging a boot's time is the
+//     caller's business.
 //   - Refresh and release act only while the session still owns the client: a
 //     refresh from a displaced session fails with ErrNotOwner and changes nothing, so
 //     a stale refresh that lands after a takeover can never extend or win back the
-//     entry; a release by a non-owner does nothing.
+//     entry; a release by a non-owner does nothing. A refresh that finds no entry at
+//     all (it expired while the owner could not reach the store, or the store lost
+//     its data) claims the client again for the refreshing session.
 //   - Pod notices are at-most-once: an owner that misses its "close" learns from its
 //     next failed refresh.
 //
 // MemoryLog keeps entries in one map on its clock (MemoryConfig.Now), at most 100 000
 // live ones (ErrFull beyond), and delivers notices in process. RedisLog keeps each
 // entry in the hash room:client:{<client>} (boot, session, pod, since in Unix ms,
-// PEXPIRE for the TTL); claim, refresh and release are the library's functions
-// roomcast_v1_claim, roomcast_v1_refresh and roomcast_v1_release, each atomic and
-// comparing boots in Lua; ClientOwner reads with HMGET. Notices go to the shard
-// channel room:pod:{<pod>}. Entries and notices read back are validated; malformed
-// ones are counted (RedisStats.BadOwners) and ignored.
+// identity; PEXPIRE for the TTL); claim, refresh and release are the library's
+// functions roomcast_v1_claim_as, roomcast_v1_refresh_as and roomcast_v1_release,
+// each atomic and comparing identities and boots in Lua (the library keeps
+// roomcast_v1_claim and roomcast_v1_refresh, which know no identity, for the pods of
+// an older version during a rollout); ClientOwner reads with HMGET. Notices go to
+// the shard channel room:pod:{<pod>}. Entries and notices read back are validated;
+// malformed ones are counted (RedisStats.BadOwners) and ignored.
 //
 // # Must not
 //

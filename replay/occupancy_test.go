@@ -189,20 +189,7 @@ func TestRedisOccupancyAfterAnOlderLibrary(t *testing.T) {
 	t.Parallel()
 	s := redistest.StandaloneWith(t, redistest.Options{})
 	l := newRedisLog(t, []string{s.Addr}, replay.RedisConfig{})
-	src, err := os.ReadFile("roomcast.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var older []string
-	for _, line := range strings.Split(string(src), "\n") {
-		if !strings.Contains(line, "register_function") || !strings.Contains(line, "occupancy") {
-			older = append(older, line)
-		}
-	}
-	s.MustDo(t, "FUNCTION", "LOAD", "REPLACE", strings.Join(older, "\n"))
-	if list := s.MustDo(t, "FUNCTION", "LIST"); strings.Contains(list, "occupancy") || !strings.Contains(list, "roomcast_v1_publish") {
-		t.Fatalf("the older library: %s", list)
-	}
+	loadOlderLibrary(t, s, "occupancy")
 	ctx := context.Background()
 	room := redistest.Prefix(t)
 	mustAppend(t, l, room, msgN(1))
@@ -212,5 +199,25 @@ func TestRedisOccupancyAfterAnOlderLibrary(t *testing.T) {
 	mustAppend(t, l, room, msgN(2))
 	if pods, err := l.Occupancy(ctx, room); err != nil || len(pods) != 1 {
 		t.Fatalf("occupancy: %+v, %v", pods, err)
+	}
+}
+
+// loadOlderLibrary loads over s's library the roomcast library as an older pod has
+// it: without the functions whose registration line holds newer.
+func loadOlderLibrary(t *testing.T, s *redistest.Server, newer string) {
+	t.Helper()
+	src, err := os.ReadFile("roomcast.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var older []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.Contains(line, "register_function") || !strings.Contains(line, newer) {
+			older = append(older, line)
+		}
+	}
+	s.MustDo(t, "FUNCTION", "LOAD", "REPLACE", strings.Join(older, "\n"))
+	if list := s.MustDo(t, "FUNCTION", "LIST"); strings.Contains(list, newer) || !strings.Contains(list, "roomcast_v1_publish") {
+		t.Fatalf("the older library: %s", list)
 	}
 }

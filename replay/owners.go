@@ -6,20 +6,25 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Client ownership: one live connection per client id across the fleet. A client
 // names itself (Client) and the process it runs in (Boot, a UUIDv7 made once per
-// process start); the gateway names each connection (Session) and itself (Pod). The
-// registry maps a client to the one (Boot, Session, Pod) that owns it, for a TTL
-// that the owner refreshes while connected. MemoryLog and RedisLog implement Owners.
+// process start); the gateway names each connection (Session), itself (Pod) and who
+// the connection is (Identity: whom its credential names). The registry maps a
+// client to the one (Boot, Session, Pod, Identity) that owns it, for a TTL that the
+// owner refreshes while connected. While an entry lives, only its identity may claim
+// the client. MemoryLog and RedisLog implement Owners.
 
 var (
 	// ErrSuperseded: a newer boot of the client owns it; the claim changed nothing.
 	ErrSuperseded = errors.New("replay: client owned by a newer boot")
-	// ErrNotOwner: the session does not own the client (the entry is gone, expired,
-	// or another session holds it); nothing changed.
+	// ErrOtherIdentity: another identity owns the client; the claim changed nothing.
+	ErrOtherIdentity = errors.New("replay: client owned by another identity")
+	// ErrNotOwner: another session owns the client; nothing changed.
 	ErrNotOwner = errors.New("replay: session does not own the client")
 	// ErrBadBoot: a boot id is not a UUIDv7 in its canonical text form.
 	ErrBadBoot = errors.New("replay: boot id is not a UUIDv7")
@@ -27,26 +32,34 @@ var (
 
 // Owner is the connection that owns a client id.
 type Owner struct {
-	Client  string    // the client id
-	Boot    string    // the client process's UUIDv7, canonical lowercase form
-	Session string    // the gateway's id of the owning connection
-	Pod     string    // the gateway pod that holds the connection
-	Since   time.Time // when this session claimed the client, millisecond precision
+	Client  string // the client id
+	Boot    string // the client process's UUIDv7, canonical lowercase form
+	Session string // the gateway's id of the owning connection
+	Pod     string // the gateway pod that holds the connection
+	// Identity is who the connection is, as the gateway names it (opaque here: 1 to
+	// MaxIdentityLen bytes of UTF-8). "" only in an entry that a version before
+	// identities were stored wrote: such an entry binds no identity.
+	Identity string
+	Since    time.Time // when this session claimed the client, millisecond precision
 }
 
 // Owners is the client ownership registry of a fleet (see the package doc).
 type Owners interface {
-	// ClaimClient makes (boot, session, pod) the owner of client when nobody owns it
-	// (or the entry expired), or the registered boot is older than or equal to boot.
+	// ClaimClient makes o (its Client, Boot, Session, Pod and Identity; Since is
+	// ignored) the owner of o.Client when nobody owns it (or the entry expired), or
+	// the registered owner has o's identity and a boot older than or equal to o's.
 	// It returns the owner it displaced (zero Owner when none; the caller's own
-	// entry when the same session claims again). When a newer boot holds the client
-	// it returns that owner and ErrSuperseded, and changes nothing.
-	ClaimClient(ctx context.Context, client, boot, session, pod string, ttl time.Duration) (Owner, error)
-	// RefreshClient extends the entry's TTL only while session still owns it;
-	// otherwise ErrNotOwner (entry gone, expired, or another session holds it) and
-	// nothing changes: a stale refresh from a displaced connection can never win the
-	// entry back.
-	RefreshClient(ctx context.Context, client, session string, ttl time.Duration) error
+	// entry when the same session claims again). When another identity holds the
+	// client it returns that owner and ErrOtherIdentity; when a newer boot of the
+	// same identity does, that owner and ErrSuperseded; and it changes nothing. An
+	// entry without an identity (written by an older version) binds none.
+	ClaimClient(ctx context.Context, o Owner, ttl time.Duration) (Owner, error)
+	// RefreshClient extends the entry's TTL while o.Session owns it. When there is
+	// no entry (it expired, or the store lost it) it claims the client for o again
+	// and reports claimed. When another session holds it, it returns ErrNotOwner
+	// and changes nothing: a stale refresh from a displaced connection can never
+	// win the entry back.
+	RefreshClient(ctx context.Context, o Owner, ttl time.Duration) (claimed bool, err error)
 	// ReleaseClient removes the entry only while session owns it (no error when it
 	// does not).
 	ReleaseClient(ctx context.Context, client, session string) error
@@ -67,6 +80,8 @@ const (
 	MaxClientLen  = 128 // bytes of [A-Za-z0-9._~:-]
 	MaxSessionLen = 64  // bytes of [A-Za-z0-9_-]
 	MaxNoticeLen  = 512 // bytes of printable ASCII
+	// MaxIdentityLen bounds an owner's identity, in bytes of UTF-8.
+	MaxIdentityLen = 320
 	// MaxOwnerTTL bounds the TTL of a claim or refresh (at least 1ms).
 	MaxOwnerTTL = 24 * time.Hour
 	// maxOwners is how many live entries a MemoryLog holds.
@@ -82,6 +97,11 @@ func ValidClient(id string) bool {
 // ValidSession reports whether id matches [A-Za-z0-9_-]{1,64}.
 func ValidSession(id string) bool {
 	return validChars(id, MaxSessionLen, "_-")
+}
+
+// ValidIdentity reports whether id is 1 to MaxIdentityLen bytes of UTF-8.
+func ValidIdentity(id string) bool {
+	return len(id) >= 1 && len(id) <= MaxIdentityLen && utf8.ValidString(id)
 }
 
 // validNotice reports whether n is 1 to MaxNoticeLen bytes of printable ASCII
@@ -171,6 +191,13 @@ func CompareBoots(a, b string) int {
 	return 0
 }
 
+// BootTime returns the Unix millisecond timestamp a canonical boot (ParseBoot's
+// result) carries in its first 48 bits.
+func BootTime(boot string) time.Time {
+	ms, _ := strconv.ParseInt(boot[0:8]+boot[9:13], 16, 64) // 12 hex digits: never fails on a canonical boot
+	return time.UnixMilli(ms)
+}
+
 // NewBoot returns a fresh UUIDv7 for at (its Unix millisecond timestamp), the rest
 // random: what a client makes once per process start.
 func NewBoot(at time.Time) string {
@@ -195,13 +222,19 @@ func NewBoot(at time.Time) string {
 	return string(s[:])
 }
 
-// ownerArgs checks the arguments every backend's ClaimClient takes and returns the
-// canonical boot.
-func ownerArgs(client, boot, session, pod string, ttl time.Duration) (string, error) {
-	if !ValidClient(client) || !ValidSession(session) || !ValidPodID(pod) || !validOwnerTTL(ttl) {
-		return "", ErrInvalid
+// ownerArgs checks the owner every backend's ClaimClient and RefreshClient take and
+// returns it with its boot in canonical form and no Since.
+func ownerArgs(o Owner, ttl time.Duration) (Owner, error) {
+	if !ValidClient(o.Client) || !ValidSession(o.Session) || !ValidPodID(o.Pod) || !ValidIdentity(o.Identity) ||
+		!validOwnerTTL(ttl) {
+		return Owner{}, ErrInvalid
 	}
-	return ParseBoot(boot)
+	boot, err := ParseBoot(o.Boot)
+	if err != nil {
+		return Owner{}, err
+	}
+	o.Boot, o.Since = boot, time.Time{}
+	return o, nil
 }
 
 // validOwnerTTL reports whether ttl is from 1ms to MaxOwnerTTL: Redis counts
@@ -211,16 +244,16 @@ func validOwnerTTL(ttl time.Duration) bool {
 }
 
 // decodeOwner reads an owner entry as a backend stores it: the fields boot, session,
-// pod and since (Unix ms, decimal). ok is false for anything a claim could not have
-// written.
-func decodeOwner(client, boot, session, pod, since string) (Owner, bool) {
+// pod, since (Unix ms, decimal) and identity ("" in an entry an older version
+// wrote). ok is false for anything a claim could not have written.
+func decodeOwner(client, boot, session, pod, since, identity string) (Owner, bool) {
 	canon, err := ParseBoot(boot)
 	ms, ok := parseTS(since)
 	if err != nil || canon != boot || !ok || ms > maxSinceMS || !ValidClient(client) ||
-		!ValidSession(session) || !ValidPodID(pod) {
+		!ValidSession(session) || !ValidPodID(pod) || identity != "" && !ValidIdentity(identity) {
 		return Owner{}, false
 	}
-	return Owner{Client: client, Boot: boot, Session: session, Pod: pod, Since: time.UnixMilli(ms)}, true
+	return Owner{Client: client, Boot: boot, Session: session, Pod: pod, Identity: identity, Since: time.UnixMilli(ms)}, true
 }
 
 // maxSinceMS bounds a stored claim time: the year 10000, far beyond any clock.

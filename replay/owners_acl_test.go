@@ -25,19 +25,19 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 		pod = "acl-pod-" + strconv.Itoa(i)
 	}
 	old, boot := replay.NewBoot(time.Now().Add(-time.Second)), replay.NewBoot(time.Now())
-	if _, err := a.ClaimClient(ctx, client, old, "sA", "pod-a", time.Minute); err != nil {
+	if _, err := a.ClaimClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if prev, err := b.ClaimClient(ctx, client, boot, "sB", pod, time.Minute); err != nil || prev.Session != "sA" {
+	if prev, err := b.ClaimClient(ctx, testOwner(client, boot, "sB", pod), time.Minute); err != nil || prev.Session != "sA" {
 		t.Fatalf("takeover: %+v, %v", prev, err)
 	}
-	if _, err := a.ClaimClient(ctx, client, old, "sA", "pod-a", time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+	if _, err := a.ClaimClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); !errors.Is(err, replay.ErrSuperseded) {
 		t.Fatalf("claim by the older boot: %v; want ErrSuperseded", err)
 	}
-	if err := b.RefreshClient(ctx, client, "sB", time.Minute); err != nil {
+	if _, err := b.RefreshClient(ctx, testOwner(client, boot, "sB", pod), time.Minute); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
-	if err := a.RefreshClient(ctx, client, "sA", time.Minute); !errors.Is(err, replay.ErrNotOwner) {
+	if _, err := a.RefreshClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); !errors.Is(err, replay.ErrNotOwner) {
 		t.Fatalf("stale refresh: %v; want ErrNotOwner", err)
 	}
 	if o, ok, err := a.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sB" {

@@ -45,61 +45,78 @@ func (o *memOwners) liveLocked(client string, now time.Time) (memOwner, bool) {
 
 // ClaimClient implements Owners. It holds up to 100 000 live entries: a claim for a
 // new client beyond that fails with ErrFull.
-func (l *MemoryLog) ClaimClient(ctx context.Context, client, boot, session, pod string, ttl time.Duration) (Owner, error) {
+func (l *MemoryLog) ClaimClient(ctx context.Context, o Owner, ttl time.Duration) (Owner, error) {
 	if l.closed.Load() {
 		return Owner{}, ErrClosed
 	}
-	boot, err := ownerArgs(client, boot, session, pod, ttl)
+	o, err := ownerArgs(o, ttl)
 	if err != nil {
-		return Owner{}, fmt.Errorf("replay: claim client %q: %w", client, err)
+		return Owner{}, fmt.Errorf("replay: claim client: %w", err)
 	}
 	now := l.cfg.Now()
-	o := &l.owners
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.entries == nil {
-		o.entries = make(map[string]memOwner)
+	m := &l.owners
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.liveLocked(o.Client, now)
+	switch {
+	case ok && cur.Identity != "" && cur.Identity != o.Identity:
+		return cur.Owner, fmt.Errorf("replay: claim client %q: %w", o.Client, ErrOtherIdentity)
+	case ok && CompareBoots(cur.Boot, o.Boot) > 0:
+		return cur.Owner, fmt.Errorf("replay: claim client %q: %w", o.Client, ErrSuperseded)
 	}
-	cur, ok := o.liveLocked(client, now)
-	if ok && CompareBoots(cur.Boot, boot) > 0 {
-		return cur.Owner, fmt.Errorf("replay: claim client %q: %w", client, ErrSuperseded)
-	}
-	if !ok && len(o.entries) >= maxOwners && now.Sub(o.pruned) >= time.Second {
-		// Pruning walks every entry: at most once a second, and only when full.
-		for c := range o.entries {
-			o.liveLocked(c, now)
-		}
-		o.pruned = now
-	}
-	if !ok && len(o.entries) >= maxOwners {
-		return Owner{}, fmt.Errorf("replay: claim client %q: %d clients held: %w", client, len(o.entries), ErrFull)
-	}
-	o.entries[client] = memOwner{
-		Owner:   Owner{Client: client, Boot: boot, Session: session, Pod: pod, Since: time.UnixMilli(now.UnixMilli())},
-		expires: now.Add(ttl),
+	if err := m.putLocked(o, ttl, now, ok); err != nil {
+		return Owner{}, fmt.Errorf("replay: claim client %q: %w", o.Client, err)
 	}
 	return cur.Owner, nil
 }
 
-// RefreshClient implements Owners.
-func (l *MemoryLog) RefreshClient(ctx context.Context, client, session string, ttl time.Duration) error {
-	if l.closed.Load() {
-		return ErrClosed
+// putLocked writes o's entry, claimed now for ttl; held reports whether the client
+// has a live entry already (which the bound does not count twice).
+func (m *memOwners) putLocked(o Owner, ttl time.Duration, now time.Time, held bool) error {
+	if m.entries == nil {
+		m.entries = make(map[string]memOwner)
 	}
-	if !ValidClient(client) || !ValidSession(session) || !validOwnerTTL(ttl) {
-		return fmt.Errorf("replay: refresh client %q: %w", client, ErrInvalid)
+	if !held && len(m.entries) >= maxOwners && now.Sub(m.pruned) >= time.Second {
+		// Pruning walks every entry: at most once a second, and only when full.
+		for c := range m.entries {
+			m.liveLocked(c, now)
+		}
+		m.pruned = now
+	}
+	if !held && len(m.entries) >= maxOwners {
+		return fmt.Errorf("%d clients held: %w", len(m.entries), ErrFull)
+	}
+	o.Since = time.UnixMilli(now.UnixMilli())
+	m.entries[o.Client] = memOwner{Owner: o, expires: now.Add(ttl)}
+	return nil
+}
+
+// RefreshClient implements Owners.
+func (l *MemoryLog) RefreshClient(ctx context.Context, o Owner, ttl time.Duration) (bool, error) {
+	if l.closed.Load() {
+		return false, ErrClosed
+	}
+	o, err := ownerArgs(o, ttl)
+	if err != nil {
+		return false, fmt.Errorf("replay: refresh client: %w", err)
 	}
 	now := l.cfg.Now()
-	o := &l.owners
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	cur, ok := o.liveLocked(client, now)
-	if !ok || cur.Session != session {
-		return fmt.Errorf("replay: refresh client %q: %w", client, ErrNotOwner)
+	m := &l.owners
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.liveLocked(o.Client, now)
+	switch {
+	case !ok:
+		if err := m.putLocked(o, ttl, now, false); err != nil {
+			return false, fmt.Errorf("replay: refresh client %q: %w", o.Client, err)
+		}
+		return true, nil
+	case cur.Session != o.Session:
+		return false, fmt.Errorf("replay: refresh client %q: %w", o.Client, ErrNotOwner)
 	}
 	cur.expires = now.Add(ttl)
-	o.entries[client] = cur
-	return nil
+	m.entries[o.Client] = cur
+	return false, nil
 }
 
 // ReleaseClient implements Owners.

@@ -14,16 +14,19 @@ import (
 // Client ownership in Redis. Keys and channels sit under "room:", the prefix a pod's
 // ACL grants, and never among a room's keys (always "room:{<room>}:…"):
 //
-//	room:client:{<client>}  hash boot, session, pod, since (Unix ms), with a TTL
+//	room:client:{<client>}  hash boot, session, pod, since (Unix ms), identity, with a TTL
 //	room:pod:{<pod>}        shard channel: notices to one pod
 //
 // Claim, refresh and release are functions of the roomcast library (roomcast.lua),
 // each atomic on Redis's side; ClientOwner reads with HMGET. The client's key and
 // the pod's channel hash to their own slots: one key or channel per command, so all
-// of it works on a cluster.
+// of it works on a cluster. Claim and refresh are roomcast_v1_claim_as and
+// roomcast_v1_refresh_as, which take the identity; the library keeps
+// roomcast_v1_claim and roomcast_v1_refresh, without one, for the pods of an older
+// version during a rollout (an entry they write binds no identity).
 const (
-	redisFnClaim   = "roomcast_v1_claim"
-	redisFnRefresh = "roomcast_v1_refresh"
+	redisFnClaim   = "roomcast_v1_claim_as"
+	redisFnRefresh = "roomcast_v1_refresh_as"
 	redisFnRelease = "roomcast_v1_release"
 )
 
@@ -49,85 +52,96 @@ func (l *RedisLog) badOwner(what string) {
 	l.warnRarely(&l.owners.badLog, "malformed "+what+" ignored (check who may write room: keys and channels)", "bad_owners", n)
 }
 
-// ClaimClient implements Owners with roomcast_v1_claim. A claim whose outcome is
+// ClaimClient implements Owners with roomcast_v1_claim_as. A claim whose outcome is
 // unknown (the connection lost after sending) is not repeated: it fails, wrapping
 // ErrUnavailable.
-func (l *RedisLog) ClaimClient(ctx context.Context, client, boot, session, pod string, ttl time.Duration) (Owner, error) {
+func (l *RedisLog) ClaimClient(ctx context.Context, o Owner, ttl time.Duration) (Owner, error) {
 	if l.isClosed.Load() {
 		return Owner{}, ErrClosed
 	}
-	boot, err := ownerArgs(client, boot, session, pod, ttl)
+	o, err := ownerArgs(o, ttl)
 	if err != nil {
-		return Owner{}, fmt.Errorf("replay: claim client %q: %w", client, err)
+		return Owner{}, fmt.Errorf("replay: claim client: %w", err)
 	}
 	if err := l.usable(); err != nil {
-		return Owner{}, fmt.Errorf("replay: claim client %q: %w", client, err)
+		return Owner{}, fmt.Errorf("replay: claim client %q: %w", o.Client, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	var arr []rueidis.RedisMessage
 	err = l.retry(cctx, false, func(ctx context.Context) error {
-		cmd := l.client.B().Fcall().Function(redisFnClaim).Numkeys(1).Key(redisClientKey(client)).
-			Arg(boot, session, pod, strconv.FormatInt(ttl.Milliseconds(), 10)).Build()
+		cmd := l.client.B().Fcall().Function(redisFnClaim).Numkeys(1).Key(redisClientKey(o.Client)).Arg(ownerArgv(o, ttl)...).Build()
 		var err error
 		arr, err = l.do(ctx, OpOwner, l.client, cmd).ToArray()
 		return err
 	})
 	if err != nil {
-		return Owner{}, fmt.Errorf("replay: claim client %q: %w", client, l.mapErr(ctx, err))
+		return Owner{}, fmt.Errorf("replay: claim client %q: %w", o.Client, l.mapErr(ctx, err))
 	}
-	claimed, other, err := l.decodeClaim(client, arr)
+	status, other, err := l.decodeClaim(o.Client, arr)
 	if err != nil {
-		return Owner{}, fmt.Errorf("replay: claim client %q: %w", client, err)
+		return Owner{}, fmt.Errorf("replay: claim client %q: %w", o.Client, err)
 	}
-	if !claimed {
-		return other, fmt.Errorf("replay: claim client %q: %w", client, ErrSuperseded)
+	switch status {
+	case 0:
+		return other, fmt.Errorf("replay: claim client %q: %w", o.Client, ErrSuperseded)
+	case 2:
+		return other, fmt.Errorf("replay: claim client %q: %w", o.Client, ErrOtherIdentity)
 	}
 	return other, nil
 }
 
-// decodeClaim reads roomcast_v1_claim's answer: {claimed, boot, session, pod, since}
-// of the entry displaced or refusing. A malformed entry is reported as none.
-func (l *RedisLog) decodeClaim(client string, arr []rueidis.RedisMessage) (bool, Owner, error) {
-	if len(arr) != 5 {
-		return false, Owner{}, fmt.Errorf("%w: claim answered %d values, want 5", ErrUnavailable, len(arr))
+// ownerArgv is the ARGV of claim_as and refresh_as for o: boot, session, pod, ttl
+// ms, identity.
+func ownerArgv(o Owner, ttl time.Duration) []string {
+	return []string{o.Boot, o.Session, o.Pod, strconv.FormatInt(ttl.Milliseconds(), 10), o.Identity}
+}
+
+// decodeClaim reads roomcast_v1_claim_as's answer: {status, boot, session, pod,
+// since, identity} of the entry displaced or refusing; status 1 claimed, 0 a newer
+// boot holds it, 2 another identity does. A malformed entry is reported as none.
+func (l *RedisLog) decodeClaim(client string, arr []rueidis.RedisMessage) (int64, Owner, error) {
+	if len(arr) != 6 {
+		return 0, Owner{}, fmt.Errorf("%w: claim answered %d values, want 6", ErrUnavailable, len(arr))
 	}
-	claimed, err := arr[0].AsInt64()
-	f := make([]string, 4)
+	status, err := arr[0].AsInt64()
+	f := make([]string, 5)
 	for i := range f {
 		if err == nil {
 			f[i], err = arr[i+1].ToString()
 		}
 	}
-	if err != nil || claimed < 0 || claimed > 1 {
-		return false, Owner{}, fmt.Errorf("%w: claim answered %v", ErrUnavailable, arr)
+	if err != nil || status < 0 || status > 2 {
+		return 0, Owner{}, fmt.Errorf("%w: claim answered %v", ErrUnavailable, arr)
 	}
-	if f[0] == "" && f[1] == "" && f[2] == "" && f[3] == "" {
-		return claimed == 1, Owner{}, nil
+	if f[0] == "" && f[1] == "" && f[2] == "" && f[3] == "" && f[4] == "" {
+		return status, Owner{}, nil
 	}
-	o, ok := decodeOwner(client, f[0], f[1], f[2], f[3])
+	o, ok := decodeOwner(client, f[0], f[1], f[2], f[3], f[4])
 	if !ok {
 		l.badOwner("client owner entry")
 	}
-	return claimed == 1, o, nil
+	return status, o, nil
 }
 
-// RefreshClient implements Owners with roomcast_v1_refresh; repeating it is safe.
-func (l *RedisLog) RefreshClient(ctx context.Context, client, session string, ttl time.Duration) error {
+// RefreshClient implements Owners with roomcast_v1_refresh_as; repeating it is safe
+// (a repeat finds its own entry).
+func (l *RedisLog) RefreshClient(ctx context.Context, o Owner, ttl time.Duration) (bool, error) {
 	if l.isClosed.Load() {
-		return ErrClosed
+		return false, ErrClosed
 	}
-	if !ValidClient(client) || !ValidSession(session) || !validOwnerTTL(ttl) {
-		return fmt.Errorf("replay: refresh client %q: %w", client, ErrInvalid)
+	o, err := ownerArgs(o, ttl)
+	if err != nil {
+		return false, fmt.Errorf("replay: refresh client: %w", err)
 	}
-	n, err := l.ownerCall(ctx, redisFnRefresh, client, session, strconv.FormatInt(ttl.Milliseconds(), 10))
+	n, err := l.ownerCall(ctx, redisFnRefresh, 2, o.Client, ownerArgv(o, ttl)...)
 	switch {
 	case err != nil:
-		return fmt.Errorf("replay: refresh client %q: %w", client, err)
-	case n != 1:
-		return fmt.Errorf("replay: refresh client %q: %w", client, ErrNotOwner)
+		return false, fmt.Errorf("replay: refresh client %q: %w", o.Client, err)
+	case n == 0:
+		return false, fmt.Errorf("replay: refresh client %q: %w", o.Client, ErrNotOwner)
 	}
-	return nil
+	return n == 2, nil
 }
 
 // ReleaseClient implements Owners with roomcast_v1_release; repeating it is safe.
@@ -138,15 +152,15 @@ func (l *RedisLog) ReleaseClient(ctx context.Context, client, session string) er
 	if !ValidClient(client) || !ValidSession(session) {
 		return fmt.Errorf("replay: release client %q: %w", client, ErrInvalid)
 	}
-	if _, err := l.ownerCall(ctx, redisFnRelease, client, session); err != nil {
+	if _, err := l.ownerCall(ctx, redisFnRelease, 1, client, session); err != nil {
 		return fmt.Errorf("replay: release client %q: %w", client, err)
 	}
 	return nil
 }
 
 // ownerCall runs a conditional function on client's key, retried while safe (it
-// is idempotent), and returns its 0 or 1.
-func (l *RedisLog) ownerCall(ctx context.Context, fn, client string, args ...string) (int64, error) {
+// is idempotent), and returns its answer, from 0 to max.
+func (l *RedisLog) ownerCall(ctx context.Context, fn string, max int64, client string, args ...string) (int64, error) {
 	if err := l.usable(); err != nil {
 		return 0, err
 	}
@@ -162,7 +176,7 @@ func (l *RedisLog) ownerCall(ctx context.Context, fn, client string, args ...str
 	if err != nil {
 		return 0, l.mapErr(ctx, err)
 	}
-	if n != 0 && n != 1 {
+	if n < 0 || n > max {
 		return 0, fmt.Errorf("%w: %s answered %d", ErrUnavailable, fn, n)
 	}
 	return n, nil
@@ -184,7 +198,7 @@ func (l *RedisLog) ClientOwner(ctx context.Context, client string) (Owner, bool,
 	defer cancel()
 	var arr []rueidis.RedisMessage
 	err := l.retry(cctx, true, func(ctx context.Context) error {
-		cmd := l.client.B().Hmget().Key(redisClientKey(client)).Field("boot", "session", "pod", "since").Build()
+		cmd := l.client.B().Hmget().Key(redisClientKey(client)).Field("boot", "session", "pod", "since", "identity").Build()
 		var err error
 		arr, err = l.do(ctx, OpOwner, l.client, cmd).ToArray()
 		return err
@@ -192,10 +206,10 @@ func (l *RedisLog) ClientOwner(ctx context.Context, client string) (Owner, bool,
 	if err != nil {
 		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w", client, l.mapErr(ctx, err))
 	}
-	if len(arr) != 4 {
+	if len(arr) != 5 {
 		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w: HMGET answered %d values", client, ErrUnavailable, len(arr))
 	}
-	f := make([]string, 4)
+	f := make([]string, 5)
 	none := true
 	for i, m := range arr {
 		if m.IsNil() {
@@ -207,7 +221,7 @@ func (l *RedisLog) ClientOwner(ctx context.Context, client string) (Owner, bool,
 	if none {
 		return Owner{}, false, nil
 	}
-	o, ok := decodeOwner(client, f[0], f[1], f[2], f[3])
+	o, ok := decodeOwner(client, f[0], f[1], f[2], f[3], f[4])
 	if !ok {
 		l.badOwner("client owner entry")
 		return Owner{}, false, nil

@@ -15,7 +15,8 @@ import (
 )
 
 // TestRedisOwnerKey: an entry is the hash room:client:{<client>} with exactly boot,
-// session, pod and since (Redis's clock, Unix ms), expiring with the claim's TTL.
+// session, pod, since (Redis's clock, Unix ms) and identity, expiring with the
+// claim's TTL.
 func TestRedisOwnerKey(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
@@ -23,7 +24,7 @@ func TestRedisOwnerKey(t *testing.T) {
 	client := redistest.Prefix(t) + ":c"
 	boot := replay.NewBoot(time.Now())
 	before := time.Now().UnixMilli()
-	if _, err := l.ClaimClient(context.Background(), client, boot, "s1", "pod-1", 90*time.Second); err != nil {
+	if _, err := l.ClaimClient(context.Background(), testOwner(client, boot, "s1", "pod-1"), 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	key := "room:client:{" + client + "}"
@@ -33,7 +34,7 @@ func TestRedisOwnerKey(t *testing.T) {
 		got[fields[i]] = fields[i+1]
 	}
 	since, err := strconv.ParseInt(got["since"], 10, 64)
-	if len(fields) != 8 || got["boot"] != boot || got["session"] != "s1" || got["pod"] != "pod-1" ||
+	if len(fields) != 10 || got["boot"] != boot || got["session"] != "s1" || got["pod"] != "pod-1" || got["identity"] != "sub:test" ||
 		err != nil || since < before-1000 || since > time.Now().UnixMilli()+1000 {
 		t.Fatalf("HGETALL %s = %q", key, fields)
 	}
@@ -69,6 +70,15 @@ func TestRedisOwnerFunctionsValidate(t *testing.T) {
 		{"RefreshTTL", []string{"FCALL", "roomcast_v1_refresh", "1", key, "s", "x"}},
 		{"RefreshKey", []string{"FCALL", "roomcast_v1_refresh", "1", "room:client:{a}b", "s", "1000"}},
 		{"ReleaseSession", []string{"FCALL", "roomcast_v1_release", "1", key, ""}},
+		{"ClaimAsArgs", []string{"FCALL", "roomcast_v1_claim_as", "1", key, boot, "s", "p", "1000"}},
+		{"ClaimAsIdentity", []string{"FCALL", "roomcast_v1_claim_as", "1", key, boot, "s", "p", "1000", ""}},
+		{"ClaimAsLongIdentity", []string{"FCALL", "roomcast_v1_claim_as", "1", key, boot, "s", "p", "1000", strings.Repeat("i", 321)}},
+		{"ClaimAsBoot", []string{"FCALL", "roomcast_v1_claim_as", "1", key, strings.ToUpper(boot), "s", "p", "1000", "sub:a"}},
+		{"ClaimAsTTL", []string{"FCALL", "roomcast_v1_claim_as", "1", key, boot, "s", "p", "0", "sub:a"}},
+		{"ClaimAsKey", []string{"FCALL", "roomcast_v1_claim_as", "1", "room:{r}:seq", boot, "s", "p", "1000", "sub:a"}},
+		{"RefreshAsArgs", []string{"FCALL", "roomcast_v1_refresh_as", "1", key, "s", "1000"}},
+		{"RefreshAsIdentity", []string{"FCALL", "roomcast_v1_refresh_as", "1", key, boot, "s", "p", "1000", ""}},
+		{"RefreshAsSession", []string{"FCALL", "roomcast_v1_refresh_as", "1", key, boot, "a b", "p", "1000", "sub:a"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,7 +121,7 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 		if l.Stats().BadOwners != base+1 {
 			t.Fatalf("entry %v: BadOwners %d, want %d", fields, l.Stats().BadOwners, base+1)
 		}
-		prev, err := l.ClaimClient(ctx, client, boot, "s1", "p1", time.Minute)
+		prev, err := l.ClaimClient(ctx, testOwner(client, boot, "s1", "p1"), time.Minute)
 		switch {
 		case fields[1] == far:
 			// A well-formed newer boot refuses, whatever else is wrong.
@@ -227,4 +237,42 @@ func TestRedisPodNoticesResubscribe(t *testing.T) {
 	replaytest.Eventually(t, 20*time.Second, "unsubscribed", func() bool {
 		return strings.HasSuffix(s.MustDo(t, "PUBSUB", "SHARDNUMSUB", "room:pod:{pod-1}"), "\n0")
 	})
+}
+
+// TestRedisOwnersAcrossARollout: pods of an older version call roomcast_v1_claim and
+// roomcast_v1_refresh, which know no identity, and may load their library (without
+// claim_as and refresh_as) over this one. A claim of this version then loads the full
+// library again; an entry an older pod wrote binds no identity, so any identity may
+// take it over by the boot rule; the older refresh keeps working on this version's
+// entries.
+func TestRedisOwnersAcrossARollout(t *testing.T) {
+	t.Parallel()
+	s := redistest.StandaloneWith(t, redistest.Options{})
+	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	loadOlderLibrary(t, s, "_as'")
+	if list := s.MustDo(t, "FUNCTION", "LIST"); strings.Contains(list, "claim_as") || !strings.Contains(list, "roomcast_v1_claim") {
+		t.Fatalf("the older library: %s", list)
+	}
+	ctx := context.Background()
+	client := redistest.Prefix(t) + ":c"
+	key := "room:client:{" + client + "}"
+	old, boot := replay.NewBoot(time.Now().Add(-time.Minute)), replay.NewBoot(time.Now())
+
+	// An older pod claims: no identity.
+	s.MustDo(t, "FCALL", "roomcast_v1_claim", "1", key, old, "sOld", "pod-old", "60000")
+	if o, ok, err := l.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sOld" || o.Identity != "" {
+		t.Fatalf("the older pod's entry: %+v, %v, %v", o, ok, err)
+	}
+	// This version's claim loads claim_as again and takes the entry over.
+	prev, err := l.ClaimClient(ctx, replay.Owner{Client: client, Boot: boot, Session: "sNew", Pod: "pod-new", Identity: "sub:ana"}, time.Minute)
+	if err != nil || prev.Session != "sOld" {
+		t.Fatalf("claim over the older library and entry: %+v, %v", prev, err)
+	}
+	// The older pod's refresh, on this version's entry.
+	if n := s.MustDo(t, "FCALL", "roomcast_v1_refresh", "1", key, "sNew", "60000"); n != "1" {
+		t.Fatalf("the older refresh of the owner answered %s, want 1", n)
+	}
+	if o, ok, err := l.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sNew" || o.Identity != "sub:ana" {
+		t.Fatalf("owner: %+v, %v, %v", o, ok, err)
+	}
 }

@@ -18,6 +18,11 @@ var (
 	_ replay.Owners = (*replay.RedisLog)(nil)
 )
 
+// testOwner is the Owner (client, boot, session, pod) with the identity "sub:test".
+func testOwner(client, boot, session, pod string) replay.Owner {
+	return replay.Owner{Client: client, Boot: boot, Session: session, Pod: pod, Identity: "sub:test"}
+}
+
 // memoryOwners opens a MemoryLog on a fake clock; it is both pods.
 func memoryOwners(t *testing.T) (*replay.MemoryLog, *replaytest.Clock, replaytest.OwnersEnv) {
 	clock := replaytest.NewClock(time.Now())
@@ -83,11 +88,11 @@ func TestMemoryOwnersClock(t *testing.T) {
 	ctx := context.Background()
 	l, clock, _ := memoryOwners(t)
 	old, boot := replay.NewBoot(clock.Now().Add(-time.Minute)), replay.NewBoot(clock.Now())
-	if _, err := l.ClaimClient(ctx, "c1", boot, "sA", "p1", time.Minute); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("c1", boot, "sA", "p1"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(50 * time.Second)
-	if err := l.RefreshClient(ctx, "c1", "sA", time.Minute); err != nil {
+	if _, err := l.RefreshClient(ctx, testOwner("c1", boot, "sA", "p1"), time.Minute); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
 	clock.Advance(50 * time.Second)
@@ -99,13 +104,13 @@ func TestMemoryOwnersClock(t *testing.T) {
 		t.Fatal("the entry outlived its refreshed ttl")
 	}
 
-	if _, err := l.ClaimClient(ctx, "c2", old, "sA", "p1", time.Minute); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("c2", old, "sA", "p1"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ClaimClient(ctx, "c2", boot, "sB", "p2", 10*time.Second); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("c2", boot, "sB", "p2"), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RefreshClient(ctx, "c2", "sA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+	if _, err := l.RefreshClient(ctx, testOwner("c2", old, "sA", "p1"), time.Hour); !errors.Is(err, replay.ErrNotOwner) {
 		t.Fatalf("stale refresh: %v; want ErrNotOwner", err)
 	}
 	clock.Advance(10*time.Second - time.Millisecond)
@@ -125,24 +130,24 @@ func TestMemoryOwnersBound(t *testing.T) {
 	boot := replay.NewBoot(clock.Now())
 	const bound = 100000
 	for i := range bound {
-		if _, err := l.ClaimClient(ctx, "c"+strconv.Itoa(i), boot, "s", "p", time.Minute); err != nil {
+		if _, err := l.ClaimClient(ctx, testOwner("c"+strconv.Itoa(i), boot, "s", "p"), time.Minute); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
 	}
-	if _, err := l.ClaimClient(ctx, "one-more", boot, "s", "p", time.Minute); !errors.Is(err, replay.ErrFull) {
+	if _, err := l.ClaimClient(ctx, testOwner("one-more", boot, "s", "p"), time.Minute); !errors.Is(err, replay.ErrFull) {
 		t.Fatalf("claim beyond the bound: %v; want ErrFull", err)
 	}
-	if _, err := l.ClaimClient(ctx, "c7", boot, "s2", "p", time.Minute); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("c7", boot, "s2", "p"), time.Minute); err != nil {
 		t.Fatalf("claim of a client held, at the bound: %v", err)
 	}
 	if err := l.ReleaseClient(ctx, "c0", "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ClaimClient(ctx, "one-more", boot, "s", "p", time.Minute); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("one-more", boot, "s", "p"), time.Minute); err != nil {
 		t.Fatalf("claim after a release made room: %v", err)
 	}
 	clock.Advance(2 * time.Minute)
-	if _, err := l.ClaimClient(ctx, "after-expiry", boot, "s", "p", time.Minute); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("after-expiry", boot, "s", "p"), time.Minute); err != nil {
 		t.Fatalf("claim once the others expired: %v", err)
 	}
 }
@@ -191,8 +196,8 @@ func TestOwnersClosed(t *testing.T) {
 				t.Fatal("PodNotices did not return after Close")
 			}
 			boot := replay.NewBoot(time.Now())
-			_, err1 := l.ClaimClient(ctx, "c", boot, "s", "p", time.Minute)
-			err2 := l.RefreshClient(ctx, "c", "s", time.Minute)
+			_, err1 := l.ClaimClient(ctx, testOwner("c", boot, "s", "p"), time.Minute)
+			_, err2 := l.RefreshClient(ctx, testOwner("c", boot, "s", "p"), time.Minute)
 			err3 := l.ReleaseClient(ctx, "c", "s")
 			_, _, err4 := l.ClientOwner(ctx, "c")
 			err5 := l.NotifyPod(ctx, "p", "n")
@@ -240,8 +245,8 @@ func TestParseBoot(t *testing.T) {
 	}
 }
 
-// TestNewBoot: a fresh boot parses, carries its millisecond, and boots of later
-// milliseconds compare newer.
+// TestNewBoot: a fresh boot parses, carries its millisecond (BootTime), and boots of
+// later milliseconds compare newer.
 func TestNewBoot(t *testing.T) {
 	at := time.UnixMilli(1731312000123)
 	b := replay.NewBoot(at)
@@ -251,6 +256,12 @@ func TestNewBoot(t *testing.T) {
 	ms, err := strconv.ParseInt(strings.ReplaceAll(b[:13], "-", ""), 16, 64)
 	if err != nil || ms != at.UnixMilli() {
 		t.Fatalf("boot %s carries %d ms, want %d", b, ms, at.UnixMilli())
+	}
+	if got := replay.BootTime(b); !got.Equal(at) {
+		t.Fatalf("BootTime(%s) = %s, want %s", b, got, at)
+	}
+	if far := replay.BootTime("ffffffff-ffff-7fff-bfff-ffffffffffff"); far.UnixMilli() != 1<<48-1 {
+		t.Fatalf("BootTime of the largest boot = %s (%d ms), want 2^48-1 ms", far, far.UnixMilli())
 	}
 	if b2 := replay.NewBoot(at); b2 == b {
 		t.Fatalf("two boots of one millisecond are equal: %s", b)

@@ -79,7 +79,7 @@ func TestRedisObserveCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	boot := replay.NewBoot(now)
-	if _, err := l.ClaimClient(ctx, "c"+room, boot, "s1", "pod-a", time.Minute); err != nil {
+	if _, err := l.ClaimClient(ctx, testOwner("c"+room, boot, "s1", "pod-a"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := l.ClientOwner(ctx, "c"+room); err != nil {

@@ -10,8 +10,9 @@
 --   room:{r}            shard channel, derived here from the key name (a channel is
 --                       not a key: declared as one it never exists, and every call
 --                       during a slot migration would fail with TRYAGAIN)
---   room:client:{c}     hash: boot, session, pod, since (Unix ms), with a TTL: the
---                       connection that owns client id c (claim, refresh, release)
+--   room:client:{c}     hash: boot, session, pod, since (Unix ms), identity, with a
+--                       TTL: the connection that owns client id c (claim_as,
+--                       refresh_as, release; claim and refresh for older pods)
 -- Function names carry the library version, since Redis requires function names to
 -- be unique across libraries: two versions can be loaded side by side during a
 -- rolling upgrade.
@@ -273,42 +274,118 @@ local function older(a, b)
   return false
 end
 
--- claim: KEYS client key; ARGV boot, session, pod, ttl ms. Returns {claimed (1, or 0
--- when a newer boot holds the client and nothing changed), boot, session, pod,
--- since} of the entry it displaced or that refused it ('' each when none).
-local function claim(keys, args)
+-- valid_identity reports whether s is 1 to 320 bytes (the caller checks UTF-8).
+local function valid_identity(s)
+  return type(s) == 'string' and #s >= 1 and #s <= 320
+end
+
+-- owner_start checks the KEYS and ARGV of name (claim: boot, session, pod, ttl ms;
+-- claim_as and refresh_as: those and identity) and reads the entry. It returns the
+-- key, {boot, session, pod, ttl, identity (nil for claim)} and the entry's {boot,
+-- session, pod, since, identity} (false each when absent); or nil and the error.
+local function owner_start(name, keys, args, with_identity)
   local key = client_key(keys)
   if not key then
-    return fail('bad client key')
+    return nil, fail('bad client key')
   end
-  if #args ~= 4 then
-    return fail('claim takes 4 arguments')
+  local n = with_identity and 5 or 4
+  if #args ~= n then
+    return nil, fail(name .. ' takes ' .. n .. ' arguments')
   end
-  local boot, session, pod, ttl = args[1], args[2], args[3], integer(args[4])
-  if not valid_boot(boot) then
-    return fail('bad boot')
+  local a = {args[1], args[2], args[3], integer(args[4]), args[5]}
+  if not valid_boot(a[1]) then
+    return nil, fail('bad boot')
   end
-  if not valid_session(session) or type(pod) ~= 'string' or not valid_pod(pod) then
-    return fail('bad session or pod')
+  if not valid_session(a[2]) or type(a[3]) ~= 'string' or not valid_pod(a[3]) then
+    return nil, fail('bad session or pod')
   end
-  if not ttl or ttl < 1 then
-    return fail('bad ttl')
+  if not a[4] or a[4] < 1 then
+    return nil, fail('bad ttl')
   end
-  local cur = redis.call('HMGET', key, 'boot', 'session', 'pod', 'since')
+  if with_identity and not valid_identity(a[5]) then
+    return nil, fail('bad identity')
+  end
+  return key, a, redis.call('HMGET', key, 'boot', 'session', 'pod', 'since', 'identity')
+end
+
+-- write_owner makes a (owner_start's) the owner of key, claimed now; an identity
+-- only when a has one.
+local function write_owner(key, a)
+  redis.call('DEL', key)
+  local since = fmt(now_ms())
+  if a[5] then
+    redis.call('HSET', key, 'boot', a[1], 'session', a[2], 'pod', a[3], 'since', since, 'identity', a[5])
+  else
+    redis.call('HSET', key, 'boot', a[1], 'session', a[2], 'pod', a[3], 'since', since)
+  end
+  redis.call('PEXPIRE', key, a[4])
+end
+
+-- claim: KEYS client key; ARGV boot, session, pod, ttl ms. Returns {claimed (1, or 0
+-- when a newer boot holds the client and nothing changed), boot, session, pod,
+-- since} of the entry it displaced or that refused it ('' each when none). What pods
+-- of an older version call during a rollout; it writes no identity (claim_as).
+local function claim(keys, args)
+  local key, a, cur = owner_start('claim', keys, args, false)
+  if not key then
+    return a
+  end
   local was = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or ''}
   -- An entry whose boot is malformed (not written here) never refuses a claim.
-  if valid_boot(cur[1]) and older(boot, cur[1]) then
+  if valid_boot(cur[1]) and older(a[1], cur[1]) then
     return {0, was[1], was[2], was[3], was[4]}
   end
-  local since = fmt(now_ms())
-  redis.call('DEL', key)
-  redis.call('HSET', key, 'boot', boot, 'session', session, 'pod', pod, 'since', since)
-  redis.call('PEXPIRE', key, ttl)
+  write_owner(key, a)
   return {1, was[1], was[2], was[3], was[4]}
 end
 
+-- claim_as: KEYS client key; ARGV boot, session, pod, ttl ms, identity. Claims the
+-- client as claim does, for one identity: while the entry of another identity lives,
+-- nobody else may claim it. Returns {status, boot, session, pod, since, identity} of
+-- the entry it displaced or that refused it ('' each when none): status 1 claimed,
+-- 0 a newer boot holds the client, 2 another identity holds it (nothing changed
+-- then). An entry without an identity (claim, an older pod's) binds none; nor does
+-- one whose boot is malformed (not written here).
+local function claim_as(keys, args)
+  local key, a, cur = owner_start('claim_as', keys, args, true)
+  if not key then
+    return a
+  end
+  local was = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
+  if valid_boot(cur[1]) then
+    if was[5] ~= '' and was[5] ~= a[5] then
+      return {2, was[1], was[2], was[3], was[4], was[5]}
+    end
+    if older(a[1], cur[1]) then
+      return {0, was[1], was[2], was[3], was[4], was[5]}
+    end
+  end
+  write_owner(key, a)
+  return {1, was[1], was[2], was[3], was[4], was[5]}
+end
+
+-- refresh_as: KEYS client key; ARGV boot, session, pod, ttl ms, identity. Sets the
+-- TTL while session owns the client (1); claims it again when there is no entry at
+-- all (2: it expired, or Redis lost it); else changes nothing (0).
+local function refresh_as(keys, args)
+  local key, a, cur = owner_start('refresh_as', keys, args, true)
+  if not key then
+    return a
+  end
+  if cur[2] == a[2] then
+    redis.call('PEXPIRE', key, a[4])
+    return 1
+  end
+  if cur[1] or cur[2] or cur[3] or cur[4] or cur[5] then
+    return 0
+  end
+  write_owner(key, a)
+  return 2
+end
+
 -- refresh: KEYS client key; ARGV session, ttl ms. Sets the TTL only while session
--- owns the client. Returns 1 when it did, 0 when session is not the owner.
+-- owns the client. Returns 1 when it did, 0 when session is not the owner. What pods
+-- of an older version call during a rollout (refresh_as).
 local function refresh(keys, args)
   local key = client_key(keys)
   if not key then
@@ -352,3 +429,5 @@ redis.register_function{function_name = 'roomcast_v1_occupancy_read', callback =
 redis.register_function('roomcast_v1_claim', claim)
 redis.register_function('roomcast_v1_refresh', refresh)
 redis.register_function('roomcast_v1_release', release)
+redis.register_function('roomcast_v1_claim_as', claim_as)
+redis.register_function('roomcast_v1_refresh_as', refresh_as)

@@ -20,7 +20,7 @@
 //
 // With -ws-share F that fraction of every room's subscribers hold a WebSocket
 // connection (GET /ws, one room each) instead of an SSE stream: a hello with a
-// client id of their own (loadgen-<run>-<i>) and the boot this process made at
+// client id of their own (anon:loadgen-<run>-<i>) and the boot this process made at
 // start, acks of the events they processed, and after a drain, a shed, a slow
 // consumer close or a break a reconnect that resumes from the last id (or, before
 // the first event, from where the welcome said the connection joined); a 44xx close

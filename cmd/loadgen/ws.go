@@ -82,7 +82,7 @@ func newWSState(runID string, id int, room string) *wsState {
 	quoted, _ := json.Marshal(room) // a string always encodes
 	head := append([]byte(`{"v":1,"kind":"ack","room":`), quoted...)
 	return &wsState{
-		client:      fmt.Sprintf("loadgen-%s-%d", runID, id),
+		client:      fmt.Sprintf("anon:loadgen-%s-%d", runID, id),
 		hello:       map[string]string{room: ""},
 		ackHead:     append(head, `,"id":"`...),
 		joinKey:     append(quoted, `:"`...),

@@ -269,8 +269,8 @@ func TestWSSubscriberScripted(t *testing.T) {
 				t.Fatalf("%d hellos for %d scripted connections: %+v", len(hellos), len(tt.conns), hellos)
 			}
 			for i, h := range hellos {
-				if h.V != 1 || h.Kind != "hello" || h.Client != "loadgen-run1-7" || h.Boot != processBoot || len(h.Rooms) != 1 || h.Rooms["r"] != tt.conns[i].resume {
-					t.Errorf("hello %d = %+v; want client loadgen-run1-7, boot %s, rooms {r: %q}", i, h, processBoot, tt.conns[i].resume)
+				if h.V != 1 || h.Kind != "hello" || h.Client != "anon:loadgen-run1-7" || h.Boot != processBoot || len(h.Rooms) != 1 || h.Rooms["r"] != tt.conns[i].resume {
+					t.Errorf("hello %d = %+v; want client anon:loadgen-run1-7, boot %s, rooms {r: %q}", i, h, processBoot, tt.conns[i].resume)
 				}
 			}
 			if tt.acks != nil && strings.Join(acks, ",") != strings.Join(tt.acks, ",") {

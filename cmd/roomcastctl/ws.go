@@ -26,7 +26,6 @@ type wsOptions struct {
 
 func wsCommand() *command {
 	var o wsOptions
-	host, _ := os.Hostname()
 	return &command{
 		name:    "ws",
 		args:    "ROOM[=ID]...",
@@ -39,17 +38,31 @@ connection for a drain, a slow consumer or a shutdown (1012, 1013, 1001) or the
 connection breaks, it connects again with the same client id and boot and resumes
 every room from its last id. Another connection of the same client id taking over
 (4409) ends it with exit code 1, as does a bad hello, a refused credential or grant,
-and a resync unless --follow-resync. --token is sent as the bearer credential.`,
+and a resync unless --follow-resync. --token is sent as the bearer credential.
+The client id defaults to roomcastctl.<host>, or anon:roomcastctl.<host> without
+--token: a gateway with JWT keys lets a connection without a credential claim only
+anon: ids.`,
 		examples: `  roomcastctl ws orders alerts
   roomcastctl ws orders=k3x9q:41 --client rig-0414 --json | jq .body
   roomcastctl ws orders --count 1     # wait for one event, then exit`,
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&o.client, "client", "roomcastctl."+sanitizeClient(host), "the client `ID` that owns the connection across the fleet")
+			fs.StringVar(&o.client, "client", "", "the client `ID` that owns the connection across the fleet (default roomcastctl.<host>; anon:roomcastctl.<host> without --token)")
 			fs.BoolVar(&o.followResync, "follow-resync", false, "keep following after a resync instead of exiting 1")
 			fs.IntVar(&o.count, "count", 0, "exit 0 after printing `N` events (0: follow until interrupted)")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error { return c.ws(ctx, args, o) },
 	}
+}
+
+// defaultClient is the client id of a ws without --client: roomcastctl.<host>, in
+// the anonymous namespace (anon:) when it has no credential.
+func defaultClient(credential bool) string {
+	host, _ := os.Hostname()
+	id := "roomcastctl." + sanitizeClient(host)
+	if !credential {
+		id = "anon:" + id
+	}
+	return id
 }
 
 // sanitizeClient keeps the characters a client id may hold.
@@ -95,6 +108,9 @@ func (e *wsClosed) Error() string {
 func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
 	if len(args) == 0 {
 		return usagef("ws takes at least one ROOM")
+	}
+	if o.client == "" {
+		o.client = defaultClient(c.token != "")
 	}
 	if !replay.ValidClient(o.client) {
 		return usagef("--client: 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -")

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -73,5 +76,40 @@ func TestWSResumesAcrossShed(t *testing.T) {
 	}
 	if tr.Lossy() || tr.Last() != rounds*perRound {
 		t.Errorf("tracker: last %d, gaps %d, duplicates %d, late %d", tr.Last(), tr.Gaps(), tr.Duplicates, tr.Late)
+	}
+}
+
+// TestWSDefaultClientID: without --client, ws names itself roomcastctl.<host>, in the
+// anonymous namespace (anon:) when it has no credential, so that it is welcomed by a
+// gateway with JWT keys both with and without a token.
+func TestWSDefaultClientID(t *testing.T) {
+	pubToken := gatewaytest.Secret("the static publish token", "tk-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-pub")
+	keys := gatewaytest.NewKeys(t)
+	p := startPod(t, "--publish-token", pubToken, "--jwt-hmac-file", keys.HMACFile, "--anonymous-rooms", "public.*")
+	pub := newCtl(t, "ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_TOKEN", pubToken)
+	tok := keys.Sign(t, "HS256", gatewaytest.UserClaims("user-9", time.Hour, []string{"public.*"}, nil))
+	for name, env := range map[string][]string{
+		"anonymous": {"ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_ADMIN_URL", p.Admin},
+		"token":     {"ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_ADMIN_URL", p.Admin, "ROOMCASTCTL_TOKEN", tok},
+	} {
+		t.Run(name, func(t *testing.T) {
+			room := "public." + name
+			ws := newCtl(t, env...).start("ws", room, "--count", "1")
+			replaytest.Eventually(t, 20*time.Second, "ws connected", func() bool { return connections(t, p) == 1 })
+			if r := pub.run("", "publish", room, `"hi"`); r.code != exitOK {
+				t.Fatalf("publish: exit %d, stderr %s", r.code, r.errOut)
+			}
+			if l := ws.line(t, 20*time.Second); !strings.HasSuffix(l, ` message "hi"`) {
+				t.Fatalf("ws printed %q", l)
+			}
+			if code := ws.exit(t, 20*time.Second); code != exitOK {
+				t.Fatalf("ws exit %d, stderr %s", code, ws.errOut.String())
+			}
+			replaytest.Eventually(t, 20*time.Second, "ws gone", func() bool { return connections(t, p) == 0 })
+		})
+	}
+	host, _ := os.Hostname()
+	if got, want := defaultClient(false), "anon:roomcastctl."+sanitizeClient(host); got != want || !replay.ValidClient(got) {
+		t.Errorf("defaultClient(false) = %q, want %q", got, want)
 	}
 }

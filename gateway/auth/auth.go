@@ -13,6 +13,11 @@ import (
 	"github.com/roomcast/roomcast/replay"
 )
 
+// AnonymousClients is the pattern of the WebSocket client ids a connection without
+// a subject may claim once a JWT key is configured: its own namespace. Without a JWT
+// key every connection is anonymous and may claim any id.
+const AnonymousClients Pattern = "anon:*"
+
 // Defaults for the zero values of Config.
 const (
 	DefaultLeeway      = 5 * time.Second
@@ -67,11 +72,12 @@ type Config struct {
 
 // Authenticator turns requests into Principals. It is safe for concurrent use.
 type Authenticator struct {
-	cfg        Config
-	now        func() time.Time
-	log        *slog.Logger
-	staticKeys [][sha256.Size]byte // digests of Config.PublishKeys
-	anonymous  Grants              // Config.Anonymous, or "*" when no JWT key is configured
+	cfg         Config
+	now         func() time.Time
+	log         *slog.Logger
+	staticKeys  [][sha256.Size]byte // digests of Config.PublishKeys
+	anonymous   Grants              // Config.Anonymous, or "*" when no JWT key is configured
+	anonClients Grants              // the client ids of anonymous connections: AnonymousClients, or nil (any) when no JWT key is configured
 
 	keys     *keyring
 	verified *verifiedCache
@@ -155,8 +161,9 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	a.keys = kr
 	a.anonymous = cfg.Anonymous
+	a.anonClients = Grants{AnonymousClients}
 	if !a.Enabled() {
-		a.anonymous = all
+		a.anonymous, a.anonClients = all, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopKeys = cancel

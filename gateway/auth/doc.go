@@ -14,6 +14,14 @@
 // claim "roomcast": {"subscribe":[...],"publish":[...]}. Every credential may also read
 // what an anonymous request may (Config.Anonymous).
 //
+// A Principal also says who it is for the WebSocket client ids it claims (Identity:
+// "sub:<sub>", "key:<n>" for static publish key n, or "anonymous") and which ids it
+// may claim (Clients, patterns of client ids: "clients" in the roomcast claim; none
+// given, any id). With a JWT key configured, a request without a credential, and a
+// token without sub, may claim only AnonymousClients ("anon:*"); without one, every
+// request is anonymous and may claim any id. A ticket carries its credential's
+// Clients.
+//
 // Subscribers present a JWT as Authorization: Bearer, or in a cookie
 // (Config.Cookie), or redeem a single-use ticket (?ticket=) that a backend obtained
 // for them, for EventSource clients that cannot set headers on another origin. The

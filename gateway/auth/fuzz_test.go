@@ -165,6 +165,9 @@ func FuzzClaims(f *testing.F) {
 		`{"aud":["a",1]}`,
 		`[]`,
 		`{"sub":"u1","jti":"j","roomcast":{"subscribe":["*"],"publish":["*"],"x":1}}`,
+		`{"sub":"u1","roomcast":{"clients":["anon:*","rig-0414"]}}`,
+		`{"sub":"u1","roomcast":{"clients":[]}}`,
+		`{"roomcast":{"clients":["*"]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -184,6 +187,14 @@ func FuzzClaims(f *testing.F) {
 					t.Fatalf("grant %q does not round-trip: %q, %v", pat, back, err)
 				}
 			}
+		}
+		for _, pat := range p.Clients {
+			if back, err := auth.ParseClientPattern(string(pat)); err != nil || back != pat {
+				t.Fatalf("client grant %q does not round-trip: %q, %v", pat, back, err)
+			}
+		}
+		if p.Sub == "" && (p.Identity() != auth.AnonymousIdentity || p.CanClaim("rig") || !p.CanClaim("anon:rig")) {
+			t.Fatalf("a token without sub claims as %q: %+v", p.Identity(), p)
 		}
 		var m map[string]any
 		if json.Unmarshal(payload, &m) == nil {

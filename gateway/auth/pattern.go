@@ -19,7 +19,17 @@ type Pattern string
 // ParsePattern checks s: the part before a trailing "*" is room characters
 // [A-Za-z0-9._~-], at most 128 of them; "*" appears only at the end; s is not empty.
 // Errors wrap ErrInvalid.
-func ParsePattern(s string) (Pattern, error) {
+func ParsePattern(s string) (Pattern, error) { return parsePattern(s, isRoomChar, "[A-Za-z0-9._~-]") }
+
+// ParseClientPattern checks a pattern of WebSocket client ids as ParsePattern checks
+// one of rooms, with the characters of a client id, [A-Za-z0-9._~:-] ("anon:*").
+func ParseClientPattern(s string) (Pattern, error) {
+	return parsePattern(s, isClientChar, "[A-Za-z0-9._~:-]")
+}
+
+// parsePattern checks s: the part before a trailing "*" is at most 128 bytes that
+// isChar accepts (chars describes them); "*" appears only at the end; s is not empty.
+func parsePattern(s string, isChar func(byte) bool, chars string) (Pattern, error) {
 	if s == "" {
 		return "", fmt.Errorf("auth: pattern: empty: %w", ErrInvalid)
 	}
@@ -31,8 +41,8 @@ func ParsePattern(s string) (Pattern, error) {
 		return "", fmt.Errorf("auth: pattern: empty: %w", ErrInvalid)
 	}
 	for i := 0; i < len(prefix); i++ {
-		if !isRoomChar(prefix[i]) {
-			return "", fmt.Errorf("auth: pattern %q: character %d is not one of [A-Za-z0-9._~-] (a \"*\" may only end it): %w", s, i, ErrInvalid)
+		if !isChar(prefix[i]) {
+			return "", fmt.Errorf("auth: pattern %q: character %d is not one of %s (a \"*\" may only end it): %w", s, i, chars, ErrInvalid)
 		}
 	}
 	return Pattern(s), nil
@@ -51,16 +61,21 @@ type Grants []Pattern
 
 // ParseGrants parses each entry with ParsePattern; at most 256 entries. An empty or
 // nil list is an empty Grants, which allows nothing. Errors wrap ErrInvalid.
-func ParseGrants(list []string) (Grants, error) { return parseGrants(list, maxGrants) }
+func ParseGrants(list []string) (Grants, error) { return parseGrants(list, maxGrants, ParsePattern) }
 
-// parseGrants is ParseGrants with a bound of max entries.
-func parseGrants(list []string, max int) (Grants, error) {
+// ParseClientGrants is ParseGrants for patterns of client ids (ParseClientPattern).
+func ParseClientGrants(list []string) (Grants, error) {
+	return parseGrants(list, maxGrants, ParseClientPattern)
+}
+
+// parseGrants is ParseGrants with a bound of max entries, each parsed by parse.
+func parseGrants(list []string, max int, parse func(string) (Pattern, error)) (Grants, error) {
 	if len(list) > max {
 		return nil, fmt.Errorf("auth: grants: %d patterns, at most %d: %w", len(list), max, ErrInvalid)
 	}
 	g := make(Grants, 0, len(list))
 	for _, s := range list {
-		p, err := ParsePattern(s)
+		p, err := parse(s)
 		if err != nil {
 			return nil, err
 		}
@@ -107,3 +122,5 @@ func isRoomChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '.' || c == '_' || c == '~' || c == '-'
 }
+
+func isClientChar(c byte) bool { return isRoomChar(c) || c == ':' }

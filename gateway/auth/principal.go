@@ -1,6 +1,9 @@
 package auth
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Source names where a Principal's credential came from.
 type Source string
@@ -22,8 +25,34 @@ type Principal struct {
 	Expires   time.Time // exp; zero: the credential does not expire (static key, anonymous, open mode)
 	Subscribe Grants
 	Publish   Grants
-	Source    Source
+	// Clients are the WebSocket client ids the credential may claim (patterns of
+	// client ids). Nil: any id, as a token without the claim "clients" may; an
+	// empty non-nil list: none.
+	Clients Grants
+	// Key names the static publish key of Source static: its position in
+	// Config.PublishKeys, from 1.
+	Key    int
+	Source Source
 }
+
+// AnonymousIdentity is the Identity of a principal with no subject and no key.
+const AnonymousIdentity = "anonymous"
+
+// Identity names who p is, for binding WebSocket client ids: "sub:<sub>" for a
+// credential with a subject, "key:<n>" for static publish key n, else
+// AnonymousIdentity (no credential, or a token without sub). It holds no secret.
+func (p Principal) Identity() string {
+	switch {
+	case p.Sub != "":
+		return "sub:" + p.Sub
+	case p.Source == SourceStatic && p.Key > 0:
+		return "key:" + strconv.Itoa(p.Key)
+	}
+	return AnonymousIdentity
+}
+
+// CanClaim reports whether p may claim the WebSocket client id client.
+func (p Principal) CanClaim(client string) bool { return p.Clients == nil || p.Clients.Allows(client) }
 
 // CanSubscribe reports whether p may read room.
 func (p Principal) CanSubscribe(room string) bool { return p.Subscribe.Allows(room) }

@@ -92,7 +92,7 @@ func (a *Authenticator) subscriber(ctx context.Context, r *http.Request, use tic
 			return a.redeem(ctx, ticket, use == ticketPeek)
 		}
 	}
-	return Principal{Subscribe: a.anonymous, Source: SourceAnonymous}, nil
+	return Principal{Subscribe: a.anonymous, Clients: a.anonClients, Source: SourceAnonymous}, nil
 }
 
 // Publisher authenticates a publish: Authorization: Bearer carrying either a static
@@ -100,7 +100,8 @@ func (a *Authenticator) subscriber(ctx context.Context, r *http.Request, use tic
 // Source static, Publish "*"; or a JWT -> its publish grants. No Authorization header:
 // ErrNoCredential when any key (JWT or static) is configured; when none is, an
 // anonymous Principal with Publish "*" (the caller still requires a loopback peer),
-// and the Authorization header is not read.
+// and the Authorization header is not read. A static key's Principal names the key
+// by its position (Key).
 func (a *Authenticator) Publisher(r *http.Request) (Principal, error) {
 	if !a.anyKey() {
 		return Principal{Publish: all, Source: SourceAnonymous}, nil
@@ -112,8 +113,8 @@ func (a *Authenticator) Publisher(r *http.Request) (Principal, error) {
 	if !ok {
 		return Principal{}, errNoPublishCredential
 	}
-	if a.staticKey(tok) {
-		return Principal{Publish: all, Source: SourceStatic}, nil
+	if n := a.staticKey(tok); n > 0 {
+		return Principal{Publish: all, Key: n, Source: SourceStatic}, nil
 	}
 	if a.Enabled() && strings.Count(tok, ".") == 2 {
 		return a.verify(tok, SourceBearer)
@@ -123,16 +124,16 @@ func (a *Authenticator) Publisher(r *http.Request) (Principal, error) {
 
 var errNoPublishCredential = fmt.Errorf("auth: publishing needs a bearer credential: %w", ErrNoCredential)
 
-// staticKey reports whether tok is one of the static publish keys. Every key is
-// compared, on digests, so that neither which key matched nor a key's length or
-// content leaks through timing.
-func (a *Authenticator) staticKey(tok string) bool {
+// staticKey returns the position (from 1) of tok among the static publish keys, 0
+// when it is none of them. Every key is compared, on digests, so that neither which
+// key matched nor a key's length or content leaks through timing.
+func (a *Authenticator) staticKey(tok string) int {
 	sum := sha256.Sum256([]byte(tok))
-	match := 0
-	for _, k := range a.staticKeys {
-		match |= subtle.ConstantTimeCompare(sum[:], k[:])
+	n := 0
+	for i, k := range a.staticKeys {
+		n = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(sum[:], k[:]), i+1, n)
 	}
-	return match == 1
+	return n
 }
 
 // bearer returns the token of an Authorization: Bearer header. ok is false when there

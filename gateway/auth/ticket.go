@@ -48,6 +48,9 @@ type storedTicket struct {
 	Expires   int64    `json:"exp,omitempty"`
 	Until     int64    `json:"until"` // the ticket's own end
 	Subscribe []string `json:"subscribe"`
+	// Clients are the client ids the credential may claim; absent: any (as a
+	// Principal's nil Clients).
+	Clients *[]string `json:"clients,omitempty"`
 }
 
 func unixMilli(t time.Time) int64 {
@@ -69,7 +72,9 @@ func fromMilli(ms int64) time.Time {
 // ticket, ttl = TicketTTL) and returns the ticket. Redeeming it (Subscriber with
 // ?ticket=) yields that Principal with Source ticket, once, across the fleet. A ticket
 // whose Principal has been revoked since, or whose credential has expired, is refused.
-// ErrNoTickets without Config.Tickets; ErrInvalid for an expired or revoked p.
+// ErrNoTickets without Config.Tickets; ErrInvalid for an expired or revoked p. The
+// ticket keeps p's Clients too (stored only when p has them, so that a ticket
+// without them redeems on a pod of an older version).
 func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (Ticket, error) {
 	if a.cfg.Tickets == nil {
 		return Ticket{}, ErrNoTickets
@@ -87,14 +92,19 @@ func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (Ticket, e
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
 	expires := time.UnixMilli(now.Add(a.cfg.TicketTTL).UnixMilli())
-	value, err := json.Marshal(storedTicket{
+	st := storedTicket{
 		Sub:       p.Sub,
 		JTI:       p.JTI,
 		IssuedAt:  unixMilli(p.IssuedAt),
 		Expires:   unixMilli(p.Expires),
 		Until:     expires.UnixMilli(),
 		Subscribe: p.Subscribe.strings(),
-	})
+	}
+	if p.Clients != nil {
+		clients := p.Clients.strings()
+		st.Clients = &clients
+	}
+	value, err := json.Marshal(st)
 	if err != nil {
 		return Ticket{}, fmt.Errorf("auth: ticket: %w", err)
 	}
@@ -139,9 +149,15 @@ func (a *Authenticator) redeem(ctx context.Context, ticket string, peek bool) (P
 	if now.UnixMilli() >= st.Until {
 		return Principal{}, invalid("ticket unknown, used or expired")
 	}
-	grants, err := parseGrants(st.Subscribe, 2*maxGrants)
+	grants, err := parseGrants(st.Subscribe, 2*maxGrants, ParsePattern)
 	if err != nil {
 		return Principal{}, invalid("stored ticket is malformed")
+	}
+	var clients Grants
+	if st.Clients != nil {
+		if clients, err = ParseClientGrants(*st.Clients); err != nil {
+			return Principal{}, invalid("stored ticket is malformed")
+		}
 	}
 	p := Principal{
 		Sub:       st.Sub,
@@ -149,6 +165,7 @@ func (a *Authenticator) redeem(ctx context.Context, ticket string, peek bool) (P
 		IssuedAt:  fromMilli(st.IssuedAt),
 		Expires:   fromMilli(st.Expires),
 		Subscribe: grants,
+		Clients:   clients,
 		Source:    SourceTicket,
 	}
 	if a.expired(p, now) {

@@ -25,10 +25,12 @@ type tokenClaims struct {
 	Roomcast json.RawMessage `json:"roomcast,omitempty"`
 }
 
-// grantClaim is the roomcast claim: {"subscribe":[...],"publish":[...]}.
+// grantClaim is the roomcast claim: {"subscribe":[...],"publish":[...],"clients":[...]}.
+// Clients is nil when absent (or null): any client id.
 type grantClaim struct {
-	Subscribe []string `json:"subscribe"`
-	Publish   []string `json:"publish"`
+	Subscribe []string  `json:"subscribe"`
+	Publish   []string  `json:"publish"`
+	Clients   *[]string `json:"clients"`
 }
 
 // tokenHeader is the part of a JOSE header read before verification.
@@ -184,7 +186,7 @@ func (a *Authenticator) principal(c *tokenClaims, src Source) (Principal, error)
 	var g grantClaim
 	if len(c.Roomcast) > 0 && string(c.Roomcast) != "null" {
 		if err := json.Unmarshal(c.Roomcast, &g); err != nil {
-			return Principal{}, invalid(`roomcast claim is not {"subscribe":[...],"publish":[...]}`)
+			return Principal{}, invalid(`roomcast claim is not {"subscribe":[...],"publish":[...],"clients":[...]}`)
 		}
 	}
 	sub, err := ParseGrants(g.Subscribe)
@@ -195,11 +197,22 @@ func (a *Authenticator) principal(c *tokenClaims, src Source) (Principal, error)
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: roomcast claim publish: %w", err)
 	}
+	var clients Grants
+	if g.Clients != nil {
+		if clients, err = ParseClientGrants(*g.Clients); err != nil {
+			return Principal{}, fmt.Errorf("auth: roomcast claim clients: %w", err)
+		}
+	}
+	if c.Subject == "" {
+		// No subject to bind client ids to: the anonymous rule.
+		clients = a.anonClients
+	}
 	p := Principal{
 		Sub:       c.Subject,
 		JTI:       c.ID,
 		Subscribe: append(sub, a.cfg.Anonymous...),
 		Publish:   pub,
+		Clients:   clients,
 		Source:    src,
 	}
 	if c.IssuedAt != nil {

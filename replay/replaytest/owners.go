@@ -42,7 +42,10 @@ func RunOwners(t *testing.T, open OwnersFactory) {
 		{"EqualBootTakesOver", equalBootTakesOver},
 		{"OlderBootRefused", olderBootRefused},
 		{"BootOrder", bootOrder},
+		{"OtherIdentityRefused", otherIdentityRefused},
+		{"OtherIdentityAfterRelease", otherIdentityAfterRelease},
 		{"RefreshExtends", refreshExtends},
+		{"RefreshClaimsAgain", refreshClaimsAgain},
 		{"RefreshByDisplacedSession", refreshByDisplacedSession},
 		{"StaleRefreshAfterTakeover", staleRefreshAfterTakeover},
 		{"Expiry", expiry},
@@ -83,13 +86,29 @@ func boots(n int) []string {
 	return out
 }
 
+// idA and idB are two identities; the suite claims as idA unless it says otherwise.
+const (
+	idA = "sub:ana"
+	idB = "sub:bob"
+)
+
+// own is the Owner (client, boot, session, pod) with identity idA.
+func own(client, boot, session, pod string) replay.Owner {
+	return replay.Owner{Client: client, Boot: boot, Session: session, Pod: pod, Identity: idA}
+}
+
 func mustClaim(t *testing.T, o replay.Owners, client, boot, session, pod string, ttl time.Duration) replay.Owner {
 	t.Helper()
-	prev, err := o.ClaimClient(context.Background(), client, boot, session, pod, ttl)
+	prev, err := o.ClaimClient(context.Background(), own(client, boot, session, pod), ttl)
 	if err != nil {
 		t.Fatalf("claim %s by %s/%s: %v", client, session, boot, err)
 	}
 	return prev
+}
+
+// refresh refreshes client's claim by session (boot and pod of its claim).
+func refresh(o replay.Owners, client, boot, session, pod string, ttl time.Duration) (bool, error) {
+	return o.RefreshClient(context.Background(), own(client, boot, session, pod), ttl)
 }
 
 // mustOwner returns client's owner as o reports it, failing t when there is none.
@@ -102,12 +121,12 @@ func mustOwner(t *testing.T, o replay.Owners, client string) replay.Owner {
 	return got
 }
 
-// ownedBy checks that client's owner is session with boot and pod.
+// ownedBy checks that client's owner is session with boot and pod, as idA.
 func ownedBy(t *testing.T, o replay.Owners, client, boot, session, pod string) replay.Owner {
 	t.Helper()
 	got := mustOwner(t, o, client)
-	if got.Client != client || got.Boot != boot || got.Session != session || got.Pod != pod {
-		t.Fatalf("owner of %s = %+v; want boot %s, session %s, pod %s", client, got, boot, session, pod)
+	if got.Client != client || got.Boot != boot || got.Session != session || got.Pod != pod || got.Identity != idA {
+		t.Fatalf("owner of %s = %+v; want boot %s, session %s, pod %s, identity %s", client, got, boot, session, pod, idA)
 	}
 	return got
 }
@@ -170,7 +189,7 @@ func olderBootRefused(t *testing.T, e OwnersEnv) {
 	pA, pB := pod(c), pod(c)
 	mustClaim(t, e.B, c, bs[1], "sessB", pB, time.Minute)
 	b := ownedBy(t, e.A, c, bs[1], "sessB", pB)
-	holder, err := e.A.ClaimClient(ctx, c, bs[0], "sessA", pA, time.Hour)
+	holder, err := e.A.ClaimClient(ctx, own(c, bs[0], "sessA", pA), time.Hour)
 	if !errors.Is(err, replay.ErrSuperseded) || holder != b {
 		t.Fatalf("claim by an older boot: %+v, %v; want %+v, ErrSuperseded", holder, err, b)
 	}
@@ -189,25 +208,100 @@ func bootOrder(t *testing.T, e OwnersEnv) {
 	newer := "0190a0b0-c0d1-7000-8000-000000000000"
 	newest := "0190a0b0-c0d1-7000-8000-000000000001"
 	mustClaim(t, e.A, c, newer, "s1", p, time.Minute)
-	if _, err := e.A.ClaimClient(ctx, c, older, "s2", p, time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+	if _, err := e.A.ClaimClient(ctx, own(c, older, "s2", p), time.Minute); !errors.Is(err, replay.ErrSuperseded) {
 		t.Fatalf("claim by the boot a millisecond older: %v; want ErrSuperseded", err)
 	}
 	mustClaim(t, e.B, c, newest, "s3", p, time.Minute)
-	if _, err := e.A.ClaimClient(ctx, c, newer, "s4", p, time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+	if _, err := e.A.ClaimClient(ctx, own(c, newer, "s4", p), time.Minute); !errors.Is(err, replay.ErrSuperseded) {
 		t.Fatalf("claim by a boot of the same millisecond, lower after it: %v; want ErrSuperseded", err)
 	}
 	mustClaim(t, e.A, c, strings.ToUpper(newest), "s5", p, time.Minute)
 	ownedBy(t, e.B, c, newest, "s5", p)
 }
 
-func refreshExtends(t *testing.T, e OwnersEnv) {
+// otherIdentityRefused: while an entry lives, a claim by another identity is refused,
+// whatever its boot, and changes nothing; the same identity still takes over.
+func otherIdentityRefused(t *testing.T, e OwnersEnv) {
 	ctx := context.Background()
+	c, bs := client(t), boots(3)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
+	a := ownedBy(t, e.B, c, bs[0], "sessA", pA)
+	for _, boot := range []string{bs[0], bs[1], "ffffffff-ffff-7fff-bfff-ffffffffffff"} {
+		holder, err := e.B.ClaimClient(ctx, replay.Owner{Client: c, Boot: boot, Session: "sessB", Pod: pB, Identity: idB}, time.Hour)
+		if !errors.Is(err, replay.ErrOtherIdentity) || holder != a {
+			t.Fatalf("claim by another identity with boot %s: %+v, %v; want %+v, ErrOtherIdentity", boot, holder, err, a)
+		}
+	}
+	if got := mustOwner(t, e.A, c); got != a {
+		t.Fatalf("the refused claims changed the entry: %+v; want %+v", got, a)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+	// An older boot of idA meets the newer boot first.
+	if _, err := e.B.ClaimClient(ctx, own(c, "0190a0b0-c0d0-7abc-9def-0123456789ab", "sessC", pB), time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+		t.Fatalf("claim by an older boot of the same identity: %v; want ErrSuperseded", err)
+	}
+	if prev := mustClaim(t, e.B, c, bs[2], "sessC", pB, time.Minute); prev != a {
+		t.Fatalf("takeover by the same identity displaced %+v; want %+v", prev, a)
+	}
+	ownedBy(t, e.A, c, bs[2], "sessC", pB)
+}
+
+// otherIdentityAfterRelease: the binding lasts as long as the entry: once released,
+// another identity may claim the client, and then holds it.
+func otherIdentityAfterRelease(t *testing.T, e OwnersEnv) {
+	ctx := context.Background()
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	mustClaim(t, e.A, c, bs[1], "sessA", pA, time.Minute)
+	if err := e.A.ReleaseClient(ctx, c, "sessA"); err != nil {
+		t.Fatal(err)
+	}
+	b := replay.Owner{Client: c, Boot: bs[0], Session: "sessB", Pod: pB, Identity: idB}
+	if prev, err := e.B.ClaimClient(ctx, b, time.Minute); err != nil || prev != (replay.Owner{}) {
+		t.Fatalf("claim by another identity after the release: %+v, %v", prev, err)
+	}
+	if _, err := e.A.ClaimClient(ctx, own(c, bs[1], "sessA", pA), time.Minute); !errors.Is(err, replay.ErrOtherIdentity) {
+		t.Fatalf("claim by the first identity now: %v; want ErrOtherIdentity", err)
+	}
+}
+
+// refreshClaimsAgain: a refresh that finds no entry (it expired, or the store lost
+// it) claims the client again for its session; one that finds another session's
+// entry changes nothing.
+func refreshClaimsAgain(t *testing.T, e OwnersEnv) {
+	c, bs := client(t), boots(2)
+	pA, pB := pod(c), pod(c)
+	before := e.Now().Truncate(time.Millisecond)
+	if claimed, err := refresh(e.A, c, bs[1], "sessA", pA, time.Minute); err != nil || !claimed {
+		t.Fatalf("refresh of a client nobody owns: %v, %v; want claimed", claimed, err)
+	}
+	got := ownedBy(t, e.B, c, bs[1], "sessA", pA)
+	if got.Since.Before(before.Add(-time.Second)) {
+		t.Fatalf("since %s; want about %s", got.Since, before)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+	if claimed, err := refresh(e.A, c, bs[1], "sessA", pA, time.Minute); err != nil || claimed {
+		t.Fatalf("refresh by the owner: %v, %v; want an extension", claimed, err)
+	}
+	// A refresh from a session that is not the owner, even of a newer boot, never
+	// takes the client.
+	if _, err := refresh(e.B, c, "ffffffff-ffff-7fff-bfff-ffffffffffff", "sessB", pB, time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("refresh by another session: %v; want ErrNotOwner", err)
+	}
+	if got := mustOwner(t, e.A, c); got.Session != "sessA" {
+		t.Fatalf("owner after another session's refresh: %+v", got)
+	}
+	ttlAtMost(t, e, c, time.Minute)
+}
+
+func refreshExtends(t *testing.T, e OwnersEnv) {
 	c, b := client(t), boots(1)[0]
 	p := pod(c)
 	mustClaim(t, e.A, c, b, "sessA", p, time.Minute)
 	ttlAtMost(t, e, c, time.Minute)
-	if err := e.B.RefreshClient(ctx, c, "sessA", time.Hour); err != nil {
-		t.Fatalf("refresh by the owner: %v", err)
+	if claimed, err := refresh(e.B, c, b, "sessA", p, time.Hour); err != nil || claimed {
+		t.Fatalf("refresh by the owner: %v, %v; want an extension", claimed, err)
 	}
 	if ttl, ok := e.TTL(t, c); !ok || ttl <= time.Minute || ttl > time.Hour {
 		t.Fatalf("ttl after a refresh for an hour: %s (%v)", ttl, ok)
@@ -216,19 +310,12 @@ func refreshExtends(t *testing.T, e OwnersEnv) {
 }
 
 func refreshByDisplacedSession(t *testing.T, e OwnersEnv) {
-	ctx := context.Background()
 	c, bs := client(t), boots(2)
 	pA, pB := pod(c), pod(c)
-	if err := e.A.RefreshClient(ctx, c, "sessA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
-		t.Fatalf("refresh of a client nobody owns: %v; want ErrNotOwner", err)
-	}
-	if _, ok, err := e.B.ClientOwner(ctx, c); ok || err != nil {
-		t.Fatalf("a failed refresh made an entry: %v, %v", ok, err)
-	}
 	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
 	mustClaim(t, e.B, c, bs[1], "sessB", pB, time.Minute)
 	b := ownedBy(t, e.A, c, bs[1], "sessB", pB)
-	if err := e.A.RefreshClient(ctx, c, "sessA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+	if _, err := refresh(e.A, c, bs[0], "sessA", pA, time.Hour); !errors.Is(err, replay.ErrNotOwner) {
 		t.Fatalf("refresh by the displaced session: %v; want ErrNotOwner", err)
 	}
 	if got := mustOwner(t, e.B, c); got != b {
@@ -242,7 +329,6 @@ func refreshByDisplacedSession(t *testing.T, e OwnersEnv) {
 // only then does A's refresh land. A check-then-extend refresh would extend B's
 // entry with A's TTL, or write A back; the registry refuses it.
 func staleRefreshAfterTakeover(t *testing.T, e OwnersEnv) {
-	ctx := context.Background()
 	c, bs := client(t), boots(2)
 	pA, pB := pod(c), pod(c)
 	mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute)
@@ -252,7 +338,7 @@ func staleRefreshAfterTakeover(t *testing.T, e OwnersEnv) {
 	mustClaim(t, e.B, c, bs[1], "sessB", pB, 30*time.Second)
 	b := ownedBy(t, e.B, c, bs[1], "sessB", pB)
 	// 3. A's refresh lands, asking for an hour.
-	if err := e.A.RefreshClient(ctx, c, "sessA", time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+	if _, err := refresh(e.A, c, bs[0], "sessA", pA, time.Hour); !errors.Is(err, replay.ErrNotOwner) {
 		t.Fatalf("stale refresh after the takeover: %v; want ErrNotOwner", err)
 	}
 	if got := mustOwner(t, e.A, c); got != b {
@@ -274,13 +360,17 @@ func expiry(t *testing.T, e OwnersEnv) {
 	if ttl, ok := e.TTL(t, c); ok {
 		t.Fatalf("entry still there with ttl %s", ttl)
 	}
-	if err := e.B.RefreshClient(ctx, c, "sessB", time.Minute); !errors.Is(err, replay.ErrNotOwner) {
-		t.Fatalf("refresh after the ttl: %v; want ErrNotOwner", err)
+	// An older boot, and another identity, may claim it now.
+	other := replay.Owner{Client: c, Boot: bs[0], Session: "sessA", Pod: pA, Identity: idB}
+	if prev, err := e.A.ClaimClient(ctx, other, time.Minute); err != nil || prev != (replay.Owner{}) {
+		t.Fatalf("claim after expiry: %+v, %v; want none displaced", prev, err)
 	}
-	if prev := mustClaim(t, e.A, c, bs[0], "sessA", pA, time.Minute); prev != (replay.Owner{}) {
-		t.Fatalf("claim after expiry displaced %+v; want none", prev)
+	if got := mustOwner(t, e.B, c); got.Session != "sessA" || got.Identity != idB {
+		t.Fatalf("owner after the claim: %+v", got)
 	}
-	ownedBy(t, e.B, c, bs[0], "sessA", pA)
+	if _, err := refresh(e.B, c, bs[1], "sessB", pB, time.Minute); !errors.Is(err, replay.ErrNotOwner) {
+		t.Fatalf("refresh by the expired owner after another claimed: %v; want ErrNotOwner", err)
+	}
 }
 
 func releaseOnlyByOwner(t *testing.T, e OwnersEnv) {
@@ -325,7 +415,7 @@ func concurrentClaims(t *testing.T, e OwnersEnv) {
 		o := []replay.Owners{e.A, e.B}[i%2]
 		wg.Go(func() {
 			<-start
-			_, errs[i] = o.ClaimClient(context.Background(), c, bs[i], fmt.Sprintf("s%d", i), p, time.Minute)
+			_, errs[i] = o.ClaimClient(context.Background(), own(c, bs[i], fmt.Sprintf("s%d", i), p), time.Minute)
 		})
 	}
 	close(start)
@@ -358,34 +448,43 @@ func ownersValidate(t *testing.T, e OwnersEnv) {
 	}
 	for _, tc := range badBoots {
 		t.Run("Boot"+tc.name, func(t *testing.T) {
-			if _, err := e.A.ClaimClient(ctx, c, tc.boot, "s", p, time.Minute); !errors.Is(err, replay.ErrBadBoot) {
+			if _, err := e.A.ClaimClient(ctx, own(c, tc.boot, "s", p), time.Minute); !errors.Is(err, replay.ErrBadBoot) {
 				t.Fatalf("claim with boot %q: %v; want ErrBadBoot", tc.boot, err)
 			}
 		})
 	}
 	long := strings.Repeat
 	claims := []struct {
-		name, client, session, pod string
-		ttl                        time.Duration
+		name, client, session, pod, identity string
+		ttl                                  time.Duration
 	}{
-		{"EmptyClient", "", "s", p, time.Minute},
-		{"BraceClient", "a{b}", "s", p, time.Minute},
-		{"SpaceClient", "a b", "s", p, time.Minute},
-		{"LongClient", long("c", 129), "s", p, time.Minute},
-		{"EmptySession", c, "", p, time.Minute},
-		{"DotSession", c, "a.b", p, time.Minute},
-		{"LongSession", c, long("s", 65), p, time.Minute},
-		{"EmptyPod", c, "s", "", time.Minute},
-		{"SpacePod", c, "s", "a b", time.Minute},
-		{"LongPod", c, "s", long("p", replay.MaxPodIDLen+1), time.Minute},
-		{"ZeroTTL", c, "s", p, 0},
-		{"SubMillisecondTTL", c, "s", p, time.Microsecond},
-		{"HugeTTL", c, "s", p, replay.MaxOwnerTTL + time.Millisecond},
+		{"EmptyClient", "", "s", p, idA, time.Minute},
+		{"BraceClient", "a{b}", "s", p, idA, time.Minute},
+		{"SpaceClient", "a b", "s", p, idA, time.Minute},
+		{"LongClient", long("c", 129), "s", p, idA, time.Minute},
+		{"EmptySession", c, "", p, idA, time.Minute},
+		{"DotSession", c, "a.b", p, idA, time.Minute},
+		{"LongSession", c, long("s", 65), p, idA, time.Minute},
+		{"EmptyPod", c, "s", "", idA, time.Minute},
+		{"SpacePod", c, "s", "a b", idA, time.Minute},
+		{"LongPod", c, "s", long("p", replay.MaxPodIDLen+1), idA, time.Minute},
+		{"EmptyIdentity", c, "s", p, "", time.Minute},
+		{"LongIdentity", c, "s", p, long("i", replay.MaxIdentityLen+1), time.Minute},
+		{"NotUTF8Identity", c, "s", p, "sub:\xff", time.Minute},
+		{"ZeroTTL", c, "s", p, idA, 0},
+		{"SubMillisecondTTL", c, "s", p, idA, time.Microsecond},
+		{"HugeTTL", c, "s", p, idA, replay.MaxOwnerTTL + time.Millisecond},
 	}
 	for _, tc := range claims {
+		o := replay.Owner{Client: tc.client, Boot: b, Session: tc.session, Pod: tc.pod, Identity: tc.identity}
 		t.Run("Claim"+tc.name, func(t *testing.T) {
-			if _, err := e.A.ClaimClient(ctx, tc.client, b, tc.session, tc.pod, tc.ttl); !errors.Is(err, replay.ErrInvalid) {
+			if _, err := e.A.ClaimClient(ctx, o, tc.ttl); !errors.Is(err, replay.ErrInvalid) {
 				t.Fatalf("claim: %v; want ErrInvalid", err)
+			}
+		})
+		t.Run("Refresh"+tc.name, func(t *testing.T) {
+			if _, err := e.A.RefreshClient(ctx, o, tc.ttl); !errors.Is(err, replay.ErrInvalid) {
+				t.Fatalf("refresh: %v; want ErrInvalid", err)
 			}
 		})
 	}
@@ -397,11 +496,13 @@ func ownersValidate(t *testing.T, e OwnersEnv) {
 	longClient := c + long("x", replay.MaxClientLen-len(c))
 	mustClaim(t, e.A, longClient, b, "s", p, time.Minute)
 	ownedBy(t, e.B, longClient, b, "s", p)
-	if err := e.A.RefreshClient(ctx, "a{b}", "s", time.Minute); !errors.Is(err, replay.ErrInvalid) {
-		t.Errorf("refresh of a bad client: %v; want ErrInvalid", err)
+	// The longest identity, of any UTF-8.
+	longID := replay.Owner{Client: c + "i", Boot: b, Session: "s", Pod: p, Identity: "sub:é\n" + long("i", replay.MaxIdentityLen-7)}
+	if _, err := e.A.ClaimClient(ctx, longID, time.Minute); err != nil {
+		t.Fatalf("claim by the longest identity: %v", err)
 	}
-	if err := e.A.RefreshClient(ctx, c, long("s", 64), 0); !errors.Is(err, replay.ErrInvalid) {
-		t.Errorf("refresh for no time: %v; want ErrInvalid", err)
+	if got := mustOwner(t, e.B, longID.Client); got.Identity != longID.Identity {
+		t.Fatalf("identity %q read back as %q", longID.Identity, got.Identity)
 	}
 	if err := e.A.ReleaseClient(ctx, c, "a b"); !errors.Is(err, replay.ErrInvalid) {
 		t.Errorf("release by a bad session: %v; want ErrInvalid", err)
