@@ -48,8 +48,9 @@ type Server struct {
 	muxMembers   atomic.Int64 // the room members they hold
 
 	owners       clientOwners           // who owns each WebSocket client id (Config.Owners)
-	wsMu         sync.Mutex             // guards wsByClient
+	wsMu         sync.Mutex             // guards wsByClient and wsClaims
 	wsByClient   map[string]*wsConn     // the pod's WebSocket connections by client id
+	wsClaims     map[string]*claimTurn  // the claims of each client id in progress on the pod
 	wsOpen       atomic.Int64           // open WebSocket connections
 	wsMembers    atomic.Int64           // the room members they hold
 	wsClosed     *prometheus.CounterVec // WebSocket closes by code
@@ -72,7 +73,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	}
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
 		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms, cfg.MaxAnonymousRoomsPerIP), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
-		conns: cfg.Connections}
+		wsClaims: map[string]*claimTurn{}, conns: cfg.Connections}
 	if s.conns == nil {
 		s.conns = NewConnections(reg)
 	}

@@ -20,6 +20,7 @@ type fakeOwners struct {
 	notices  map[string]chan string
 	drop     bool                         // lose every notice (delivery is at most once)
 	onRefres func(client, session string) // runs before a refresh is decided
+	claimed  func(o replay.Owner)         // runs once a claim has taken the client, before it returns
 }
 
 func newFakeOwners() *fakeOwners {
@@ -49,6 +50,11 @@ func (f *fakeOwners) ClaimClient(_ context.Context, o replay.Owner, _ time.Durat
 	}
 	o.Since = time.Now()
 	f.entries[o.Client] = o
+	if hook := f.claimed; hook != nil {
+		f.mu.Unlock()
+		hook(o)
+		f.mu.Lock()
+	}
 	return e, nil
 }
 
@@ -252,5 +258,52 @@ func TestWSOwnerOnOnePod(t *testing.T) {
 	third.wantClose(4409)
 	if status, _ := p.client(t, "solo"); status != http.StatusNotFound {
 		t.Fatalf("closed client still listed: %d", status)
+	}
+}
+
+// Two claims of one client id on one pod take turns: A's claim reaches the registry
+// and is held there; B's claim does not start until A's has returned, so the pod's
+// map follows the registry's order. Before, B was welcomed, then A's late completion
+// closed B with 4409, and A's next refresh closed A: nobody owned the client.
+func TestWSClaimsOfOneClientTakeTurnsOnAPod(t *testing.T) {
+	owners := newFakeOwners()
+	p := newOwnedPod(t, "pod-a", owners, time.Minute)
+	aHeld, releaseA, bClaimed := make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	owners.claimed = func(o replay.Owner) {
+		switch o.Boot {
+		case bootOld:
+			close(aHeld)
+			<-releaseA
+		case bootNew:
+			bClaimed <- struct{}{}
+		}
+	}
+	a := dialWS(t, p)
+	a.hello("turns", bootOld, map[string]string{"r": ""})
+	<-aHeld
+	b := dialWS(t, p)
+	b.hello("turns", bootNew, map[string]string{"r": ""})
+	// B's claim must wait for A's: give it the time it would take to get there.
+	select {
+	case <-bClaimed:
+		t.Fatal("B's claim reached the registry while A's claim was still in progress on the pod")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(releaseA)
+	wb := b.next()
+	if wb.Kind != "welcome" {
+		t.Fatalf("B: want its welcome, got %+v", wb)
+	}
+	a.wantClose(4409) // after its welcome, or before it
+	// B owns the client in the registry and on the pod, and is still served.
+	if o := owners.owner("turns"); o.Session != wb.Session {
+		t.Fatalf("the registry's owner is session %q, want B's %q", o.Session, wb.Session)
+	}
+	b.send(`{"v":1,"kind":"ping"}`)
+	if m := b.next(); m.Kind != "pong" {
+		t.Fatalf("B: want a pong, got %+v", m)
+	}
+	if status, ci := p.client(t, "turns"); status != http.StatusOK || ci.Session != wb.Session {
+		t.Fatalf("the pod's view of the client: %d %+v, want B's session %q", status, ci, wb.Session)
 	}
 }

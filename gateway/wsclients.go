@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -53,6 +54,14 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 	s := wc.s
 	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.PublishTimeout)
 	defer cancel()
+	// One claim of a client id at a time on the pod, so that the pod's own map
+	// follows the registry's order: a claim that returns late cannot displace one
+	// the registry took after it.
+	done, err := s.claimTurn(ctx, wc.client)
+	if err != nil {
+		return wsTryAgainLater, "the client registry is busy: reconnect later"
+	}
+	defer done()
 	prev, err := s.owners.ClaimClient(ctx, wc.owner(), s.cfg.OwnerTTL)
 	switch {
 	case errors.Is(err, replay.ErrOtherIdentity):
@@ -70,7 +79,10 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 	old := s.wsByClient[wc.client]
 	s.wsByClient[wc.client] = wc
 	s.wsMu.Unlock()
-	if old != nil && old != wc {
+	// The pod's older connection is closed only when the registry names its
+	// session as the one displaced; one it does not name lost the client already,
+	// and its next refresh closes it.
+	if old != nil && old != wc && prev.Session == old.session {
 		old.kick(wsSuperseded, "superseded: the client connected again")
 	}
 	if prev.Session == "" || prev.Session == wc.session {
@@ -229,4 +241,42 @@ func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Logger.Info("websocket client close sent to its pod", "client", id, "pod", o.Pod)
 		writeJSON(w, http.StatusAccepted, map[string]string{"client": id, "pod": o.Pod, "closed": "notified"})
 	}
+}
+
+// claimTurn is the queue of one client id's claims on the pod: the holder runs, the
+// others wait for the token in turn.
+type claimTurn struct {
+	token   chan struct{} // holds one token while nobody claims
+	waiters int           // claims holding or waiting for the turn; guarded by wsMu
+}
+
+// claimTurn waits for client's turn to claim on the pod, or for ctx; done ends the
+// turn.
+func (s *Server) claimTurn(ctx context.Context, client string) (done func(), err error) {
+	s.wsMu.Lock()
+	t := s.wsClaims[client]
+	if t == nil {
+		t = &claimTurn{token: make(chan struct{}, 1)}
+		t.token <- struct{}{}
+		s.wsClaims[client] = t
+	}
+	t.waiters++
+	s.wsMu.Unlock()
+	leave := func() {
+		s.wsMu.Lock()
+		if t.waiters--; t.waiters == 0 {
+			delete(s.wsClaims, client)
+		}
+		s.wsMu.Unlock()
+	}
+	select {
+	case <-t.token:
+	case <-ctx.Done():
+		leave()
+		return nil, fmt.Errorf("gateway: waiting to claim client %q: %w", client, ctx.Err())
+	}
+	return func() {
+		t.token <- struct{}{}
+		leave()
+	}, nil
 }
