@@ -238,8 +238,7 @@ func (s *stream) read() {
 	}
 }
 
-// next returns the next frame that is not a comment, a bare retry hint or an anchor
-// (an id alone).
+// next returns the next frame that is not a comment, a bare retry hint or an anchor.
 func (s *stream) next() frame {
 	s.t.Helper()
 	for {
@@ -247,7 +246,7 @@ func (s *stream) next() frame {
 		if !ok {
 			s.t.Fatal("stream ended while an event was expected")
 		}
-		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) && !(f.hasID && f.data == "" && f.event == "") {
+		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) && f.event != gatewaytest.AnchorType {
 			return f
 		}
 	}
