@@ -82,13 +82,7 @@ func firstBlocks(t *testing.T, url string, n int, headers ...string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := doRequest(t, req, headers...)
 	defer res.Body.Close()
 	br := bufio.NewReader(res.Body)
 	var out []string

@@ -140,6 +140,15 @@ func do(t testing.TB, method, url, body string, headers ...string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := doRequest(t, req, headers...)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+// doRequest sends req with headers (name, value pairs) and returns the answer.
+func doRequest(t testing.TB, req *http.Request, headers ...string) *http.Response {
+	t.Helper()
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
@@ -147,9 +156,7 @@ func do(t testing.TB, method, url, body string, headers ...string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: string(b)}
+	return res
 }
 
 // metrics scrapes the pod's admin /metrics.
