@@ -135,8 +135,8 @@ func retryFrame(dst []byte, ms int64) []byte {
 // AnchorType is the event type of a stream's anchor. A stream opened without a resume
 // point sends it right after retry:, with the stream's starting position as its id,
 // so that a reconnect before the first event resumes from there. It is a named event
-// with data, not an id-only block: clients whose parser dispatches only blocks with
-// data (the npm eventsource before 5.1.1) would drop that block and its id, while
+// with data, not an id-only block: clients that take an id only from a block with
+// data (the npm eventsource before 5.1.1) would lose the id of that block, while
 // EventSource hands a named event to its listeners only, never to onmessage.
 const AnchorType = "anchor"
 

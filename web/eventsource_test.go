@@ -182,8 +182,8 @@ func count(rs []nodeRecord, kind string) int {
 // resync: its reconnect carried the anchor's id as Last-Event-ID, which it kept
 // from a block with data. The anchor reaches an anchor listener, never
 // onmessage. Against a gateway that sent the anchor as an id alone, the clients
-// whose parser drops a block without data (4.1.1, 5.1.0) reconnected without
-// Last-Event-ID and missed those events.
+// that take an id only from a block with data (4.1.1, 5.1.0) reconnected
+// without Last-Event-ID and missed those events.
 func TestNodeEventSourceResumesFromTheAnchor(t *testing.T) {
 	node, dir, clients := requireNodeEventSource(t)
 	gw := launchGateway(t, gatewayBin(t), "127.0.0.1:0", "127.0.0.1:0")
