@@ -142,6 +142,15 @@ func do(t testing.TB, method, url, body string, headers ...string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := doRequest(t, req, headers...)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+// doRequest sends req with headers (name, value pairs) and returns the answer.
+func doRequest(t testing.TB, req *http.Request, headers ...string) *http.Response {
+	t.Helper()
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
@@ -149,9 +158,7 @@ func do(t testing.TB, method, url, body string, headers ...string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: string(b)}
+	return res
 }
 
 // metrics scrapes the pod's admin /metrics.
@@ -240,8 +247,7 @@ func (s *stream) read() {
 	}
 }
 
-// next returns the next frame that is not a comment, a bare retry hint or an anchor
-// (an id alone).
+// next returns the next frame that is not a comment, a bare retry hint or an anchor.
 func (s *stream) next() frame {
 	s.t.Helper()
 	for {
@@ -249,7 +255,7 @@ func (s *stream) next() frame {
 		if !ok {
 			s.t.Fatal("stream ended while an event was expected")
 		}
-		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) && !(f.hasID && f.data == "" && f.event == "") {
+		if f.comment == "" && !(f.retry > 0 && f.data == "" && !f.hasID) && f.event != gatewaytest.AnchorType {
 			return f
 		}
 	}

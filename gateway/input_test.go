@@ -9,15 +9,22 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 )
 
-// TestReservedTypes: the gateway's own notices in any case, and the events EventSource
-// dispatches itself, are refused on both publish paths with a message that names them;
+// TestReservedTypes: the gateway's own frames (resync, reauth, anchor) in any case,
+// and the events EventSource dispatches itself, are refused on every publish path
+// (one event, a batch, a WebSocket publish) with a message that names them;
 // "message" is the default type and stays allowed.
 func TestReservedTypes(t *testing.T) {
 	p := newPod(t, podConfig{})
 	url := p.public.URL + "/rooms/r/events"
 	ct := []string{"Content-Type", "application/json"}
-	for _, typ := range []string{"resync", "Resync", "RESYNC", "reauth", "ReAuth", "error", "open"} {
+	ws := dialWS(t, p)
+	ws.welcome("reserved", boot1, map[string]string{"other": ""})
+	for _, typ := range []string{"resync", "Resync", "RESYNC", "reauth", "ReAuth", "anchor", "Anchor", "ANCHOR", "error", "open"} {
 		t.Run(typ, func(t *testing.T) {
+			ws.send(map[string]any{"v": 1, "kind": "publish", "room": "r", "type": typ, "body": 1, "ref": typ})
+			if m := ws.next(); m.Kind != "error" || m.Ref != typ || m.Error != "invalid_type" || !strings.Contains(m.Message, "reserved") {
+				t.Fatalf("WebSocket publish: %+v, want error invalid_type saying the type is reserved", m)
+			}
 			for _, res := range []response{
 				do(t, http.MethodPost, url, `1`, append([]string{"Event-Type", typ}, ct...)...),
 				do(t, http.MethodPost, url+"?type="+typ, `1`, ct...),

@@ -246,11 +246,11 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 			ms.rooms[i].set(ms.rooms[i].m.Start())
 		}
 	}
-	// The anchor: the token of every room's starting point, so a reconnect before the
-	// first event resumes every room from there (and an empty position of the
-	// token it resumed from is filled in).
-	open := retryFrame(make([]byte, 0, 64+len(ms.head)+24*len(ms.rooms)), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
-	open = append(ms.appendID(open), '\n')
+	// The anchor (appendAnchor): the token of every room's starting point as its id,
+	// so a reconnect before the first event resumes every room from there (and an
+	// empty position of the token it resumed from is filled in).
+	open := retryFrame(make([]byte, 0, 128+len(ms.head)+96*len(ms.rooms)), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
+	open = ms.appendAnchor(open)
 	if err := sw.write(open); err != nil {
 		ms.end(reasonFor(ctx, err))
 		return

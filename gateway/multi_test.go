@@ -63,14 +63,36 @@ func (s *stream) nextMux() muxEvent {
 // anchor reads the stream's first frames up to its anchor and returns the token.
 func (s *stream) anchor() string {
 	s.t.Helper()
+	return s.muxAnchor().token
+}
+
+// muxAnchorFrame is a multiplexed stream's anchor: its token and each room's
+// position as its data names it.
+type muxAnchorFrame struct {
+	token string
+	rooms map[string]string
+}
+
+// muxAnchor reads the stream's first frames up to its anchor and checks its form:
+// event anchor, the token as its id and one line of data, {"rooms":{…}}.
+func (s *stream) muxAnchor() muxAnchorFrame {
+	s.t.Helper()
 	for {
 		f, ok := s.nextAny()
 		if !ok {
 			s.t.Fatal("stream ended before its anchor")
 		}
-		if f.hasID && f.data == "" {
-			return f.id
+		if f.event != gatewaytest.AnchorType {
+			continue
 		}
+		var d struct {
+			Rooms map[string]string `json:"rooms"`
+		}
+		if !f.hasID || !strings.HasPrefix(f.id, "m1.") || strings.Contains(f.data, "\n") ||
+			json.Unmarshal([]byte(f.data), &d) != nil || len(d.Rooms) == 0 {
+			s.t.Fatalf("anchor %+v, want the token as its id and {\"rooms\":{…}} as its data", f)
+		}
+		return muxAnchorFrame{token: f.id, rooms: d.Rooms}
 	}
 }
 

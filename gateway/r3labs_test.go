@@ -12,6 +12,7 @@ import (
 	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -56,8 +57,8 @@ func TestR3labsClientResumesAcrossServerCloses(t *testing.T) {
 	var seqs []uint64
 	done := make(chan struct{})
 	handler := func(ev *sse.Event) {
-		if len(ev.Data) == 0 {
-			return // a retry hint or comment block
+		if len(ev.Data) == 0 || string(ev.Event) == gatewaytest.AnchorType {
+			return // a retry hint, a comment block or the anchor (whose id the client keeps)
 		}
 		seq := seqOf(string(ev.ID))
 		if seq == 0 {

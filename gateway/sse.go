@@ -106,18 +106,23 @@ func ForkFrame(room string, head replay.Position) []byte {
 }
 
 func resyncFrame(room string, head replay.Position, fork bool) []byte {
-	data := make([]byte, 0, 80+len(room))
-	data = append(data, `{"room":"`...)
-	data = append(data, room...)
-	data = append(data, `","epoch":"`...)
-	data = append(data, head.Epoch...)
-	data = append(data, `","seq":`...)
-	data = strconv.AppendUint(data, head.Seq, 10)
+	data := appendPositionJSON(make([]byte, 0, 80+len(room)), room, head)
 	if fork {
-		data = append(data, `,"fork":true`...)
+		data = append(data[:len(data)-1], `,"fork":true}`...)
 	}
-	data = append(data, '}')
 	return AppendFrame(make([]byte, 0, len(data)+64), head.String(), "resync", data)
+}
+
+// appendPositionJSON appends {"room","epoch","seq"}: the data of a resync and of a
+// single-room anchor. Room names and epochs need no escaping.
+func appendPositionJSON(dst []byte, room string, pos replay.Position) []byte {
+	dst = append(dst, `{"room":"`...)
+	dst = append(dst, room...)
+	dst = append(dst, `","epoch":"`...)
+	dst = append(dst, pos.Epoch...)
+	dst = append(dst, `","seq":`...)
+	dst = strconv.AppendUint(dst, pos.Seq, 10)
+	return append(dst, '}')
 }
 
 // retryFrame is a reconnect hint: "retry: <ms>" and a blank line.
@@ -127,11 +132,48 @@ func retryFrame(dst []byte, ms int64) []byte {
 	return append(dst, '\n', '\n')
 }
 
-// anchorFrame appends an id-only block: it sets the client's last event id to pos
-// without dispatching an event. A position without epoch (a room with no history)
-// is "<seq>", which resumes in whatever epoch is current.
-func anchorFrame(dst []byte, pos replay.Position) []byte {
-	return append(appendField(dst, "id: ", pos.String()), '\n')
+// AnchorType is the event type of a stream's anchor. A stream opened without a resume
+// point sends it right after retry:, with the stream's starting position as its id,
+// so that a reconnect before the first event resumes from there. It is a named event
+// with data, not an id-only block: clients that take an id only from a block with
+// data (the npm eventsource before 5.1.1) would lose the id of that block, while
+// EventSource hands a named event to its listeners only, never to onmessage.
+const AnchorType = "anchor"
+
+// anchorFrame appends a single-room stream's anchor: event anchor, pos as its id and
+// {"room","epoch","seq"} as its data. A position without epoch (a room with no
+// history) is "<seq>", which resumes in whatever epoch is current; its data has
+// epoch "".
+func anchorFrame(dst []byte, room string, pos replay.Position) []byte {
+	dst = appendField(dst, "id: ", pos.String())
+	dst = append(dst, "event: "+AnchorType+"\ndata: "...)
+	dst = appendPositionJSON(dst, room, pos)
+	return append(dst, '\n', '\n')
 }
 
 var heartbeatFrame = []byte(": hb\n\n")
+
+// appendAnchor appends a multiplexed stream's anchor: event anchor, the token of
+// every room's starting point as its id, and as its data each room's position as a
+// single-room id, {"rooms":{"<room>":"<position>",…}}, the shape of a WebSocket
+// welcome's rooms.
+func (ms *muxStream) appendAnchor(dst []byte) []byte {
+	dst = ms.appendID(dst)
+	dst = append(dst, "event: "+AnchorType+"\ndata: {\"rooms\":{"...)
+	for i := range ms.rooms {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		r := &ms.rooms[i]
+		dst = append(dst, '"')
+		dst = append(dst, r.name...)
+		dst = append(dst, `":"`...)
+		if r.sent.Epoch != "" {
+			dst = append(dst, r.sent.Epoch...)
+			dst = append(dst, ':')
+		}
+		dst = strconv.AppendUint(dst, r.sent.Seq, 10)
+		dst = append(dst, '"')
+	}
+	return append(dst, "}}\n\n"...)
+}

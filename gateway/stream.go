@@ -211,12 +211,12 @@ func (s *Server) openRoomStream(w http.ResponseWriter, r *http.Request) (opened 
 		s.end(sw, m, rooms.ReasonShed)
 		return nil
 	}
-	open := retryFrame(make([]byte, 0, 64), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
+	open := retryFrame(make([]byte, 0, 256+len(room)), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
 	if !resumed {
 		// Anchor the stream at the position the member joined at: every later event
 		// reaches it, so a reconnect before the first event resumes from there.
 		o.sent = m.Start()
-		open = anchorFrame(open, o.sent)
+		open = anchorFrame(open, room, o.sent)
 	}
 	if err := sw.write(open); err != nil {
 		s.end(sw, m, reasonFor(ctx, err))

@@ -66,6 +66,7 @@ func TestValidNames(t *testing.T) {
 		"chat": true, "a.b-c_d": true, strings.Repeat("t", 64): true,
 		"": false, strings.Repeat("t", 65): false, "resync": false, "reauth": false, "a~b": false, "a\nb": false,
 		"Resync": false, "RESYNC": false, "reAuth": false, "error": false, "open": false,
+		"anchor": false, "Anchor": false, "ANCHOR": false, "anchored": true,
 		"message": true, "Error": true, "opened": true,
 	}
 	for typ, want := range types {

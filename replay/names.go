@@ -40,13 +40,15 @@ func ValidType(t string) bool {
 	return true
 }
 
-// Reserved reports whether t is an event type a publisher may not use: the notices
-// the gateway sends itself (resync and reauth, in any case, so that no client that
-// compares names loosely mistakes an event for one), and the events EventSource
-// dispatches on its own ("error" and "open"), which a listener could not tell apart
-// from the connection's. "message" is not reserved: it is the default type.
+// Reserved reports whether t is an event type a publisher may not use: the frames
+// the gateway sends itself (resync, reauth and a stream's anchor, in any case, so
+// that no client that compares names loosely mistakes an event for one), and the
+// events EventSource dispatches on its own ("error" and "open"), which a listener
+// could not tell apart from the connection's. "message" is not reserved: it is the
+// default type.
 func Reserved(t string) bool {
-	return t == "error" || t == "open" || strings.EqualFold(t, "resync") || strings.EqualFold(t, "reauth")
+	return t == "error" || t == "open" || strings.EqualFold(t, "resync") || strings.EqualFold(t, "reauth") ||
+		strings.EqualFold(t, "anchor")
 }
 
 func roomByte(c byte) bool {

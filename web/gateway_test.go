@@ -54,10 +54,17 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 }
 
 // startGatewayAt starts a gateway on the given addresses, waits until both
-// listeners accept, and stops it when the test ends.
+// listeners accept, and stops it when the test ends. It is for browser tests
+// (see requireGateway); launchGateway starts one for any test.
 func startGatewayAt(t *testing.T, addr, admin string, extra ...string) *gateway {
 	t.Helper()
-	bin := requireGateway(t)
+	return launchGateway(t, requireGateway(t), addr, admin, extra...)
+}
+
+// launchGateway starts the gateway binary bin on the given addresses with the
+// tests' flags and extra ones.
+func launchGateway(t *testing.T, bin, addr, admin string, extra ...string) *gateway {
+	t.Helper()
 	args := append([]string{"--addr", addr, "--admin-addr", admin}, baseFlags...)
 	p := gatewaytest.Start(t, gatewaytest.Options{Bin: bin, Args: append(args, extra...)})
 	return &gateway{Process: p, t: t, addr: p.Addr(), admin: p.AdminAddr()}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
@@ -14,10 +15,12 @@ import (
 // env is what TestMain found out about the machine. The browser tests share
 // it; the handler tests need none of it.
 var env struct {
-	tmp        string // removed when the tests end
-	chromium   string // the browser, "" when none was found
-	gateway    string // the gateway binary built for these tests
-	gatewayErr error  // why it could not be built
+	tmp      string // removed when the tests end
+	chromium string // the browser, "" when none was found
+
+	gatewayOnce sync.Once // the gateway binary is built on first use
+	gateway     string    // the gateway binary built for these tests
+	gatewayErr  error     // why it could not be built
 }
 
 func TestMain(m *testing.M) {
@@ -34,11 +37,6 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	env.tmp = tmp
 	env.chromium = findChromium()
-	// The gateway is only needed by the browser tests: build it only when
-	// they can run.
-	if env.chromium != "" && !testing.Short() {
-		env.gateway, env.gatewayErr = gatewaytest.Build(tmp)
-	}
 
 	code := gatewaytest.RedactionMain(m.Run)
 
@@ -91,6 +89,14 @@ func requireBrowser(t *testing.T) {
 func requireGateway(t *testing.T) string {
 	t.Helper()
 	requireBrowser(t)
+	return gatewayBin(t)
+}
+
+// gatewayBin returns the gateway binary, built on first use: only the tests
+// that run a gateway need it.
+func gatewayBin(t *testing.T) string {
+	t.Helper()
+	env.gatewayOnce.Do(func() { env.gateway, env.gatewayErr = gatewaytest.Build(env.tmp) })
 	if env.gatewayErr != nil {
 		t.Fatalf("the gateway does not build: %v", env.gatewayErr)
 	}

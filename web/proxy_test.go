@@ -19,14 +19,22 @@ var subscribePath = regexp.MustCompile(`^/rooms/[^/]+/events$`)
 
 // frontProxy stands between the browser and a gateway, like a load
 // balancer. It records every subscribe request (its resume point in header
-// and query), can answer 503 to the next N of them, and serves a blank
-// same-origin page for module tests at /__harness.
+// and query), can answer 503 to the next N of them or hold the next one
+// back, and serves a blank same-origin page for module tests at /__harness.
 type frontProxy struct {
 	srv *httptest.Server
 
 	mu   sync.Mutex
 	fail int // answer 503 to this many more subscribe requests
+	held *heldRequest
 	log  []subscribeRequest
+}
+
+// heldRequest is the next subscribe request the proxy holds back (see hold).
+type heldRequest struct {
+	waiting chan struct{} // closed once the request waits
+	through chan struct{} // closed to let it go on
+	once    sync.Once
 }
 
 // subscribeRequest is one subscribe request as the proxy saw it.
@@ -57,12 +65,23 @@ func newFrontProxy(t *testing.T, g *gateway) *frontProxy {
 				"<link rel=icon href=data:,></head><body></body></html>")
 			return
 		}
-		if r.Method == http.MethodGet && (subscribePath.MatchString(r.URL.Path) || r.URL.Path == "/events") && p.record(r) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"error":"unavailable","message":"the test proxy refuses this request"}`)
-			return
+		if r.Method == http.MethodGet && (subscribePath.MatchString(r.URL.Path) || r.URL.Path == "/events") {
+			refuse, held := p.record(r)
+			if refuse {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, `{"error":"unavailable","message":"the test proxy refuses this request"}`)
+				return
+			}
+			if held != nil {
+				close(held.waiting)
+				select {
+				case <-held.through:
+				case <-r.Context().Done():
+					return
+				}
+			}
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -75,8 +94,9 @@ func newFrontProxy(t *testing.T, g *gateway) *frontProxy {
 	return p
 }
 
-// record logs a subscribe request and reports whether to refuse it.
-func (p *frontProxy) record(r *http.Request) (refuse bool) {
+// record logs a subscribe request and reports whether to refuse it, or else
+// whether to hold it back.
+func (p *frontProxy) record(r *http.Request) (refuse bool, held *heldRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	room := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/rooms/"), "/events")
@@ -94,10 +114,38 @@ func (p *frontProxy) record(r *http.Request) (refuse bool) {
 		p.fail--
 		req.Status = http.StatusServiceUnavailable
 		refuse = true
+	} else {
+		held, p.held = p.held, nil
 	}
 	p.log = append(p.log, req)
-	return refuse
+	return refuse, held
 }
+
+// hold makes the proxy hold back the next subscribe request it does not
+// refuse until release is called (or the test ends): what a test does once
+// arrived has returned happens while the client is reconnecting.
+func (p *frontProxy) hold(t *testing.T) *heldRequest {
+	t.Helper()
+	h := &heldRequest{waiting: make(chan struct{}), through: make(chan struct{})}
+	p.mu.Lock()
+	p.held = h
+	p.mu.Unlock()
+	t.Cleanup(h.release)
+	return h
+}
+
+// arrived waits until the held request has come, at most 15 s.
+func (h *heldRequest) arrived(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.waiting:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no subscribe request reached the proxy within 15s")
+	}
+}
+
+// release lets the held request go on to the gateway.
+func (h *heldRequest) release() { h.once.Do(func() { close(h.through) }) }
 
 // refuse makes the proxy answer 503 to the next n subscribe requests.
 func (p *frontProxy) refuse(n int) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
@@ -95,16 +96,18 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	if pub.StatusCode != http.StatusCreated {
 		t.Fatalf("publish with redis up: %d %s", pub.StatusCode, out)
 	}
+	dec := gatewaytest.NewDecoder(br, nil)
 	for {
-		line, err := br.ReadString('\n')
+		ev, err := dec.Next()
 		if err != nil {
 			t.Fatalf("stream ended before the event: %v", err)
 		}
-		if strings.HasPrefix(line, "data: ") {
-			if !strings.Contains(line, `"hello":1`) {
-				t.Fatalf("event %q", line)
-			}
-			break
+		if ev.IsAnchor() {
+			continue
 		}
+		if !strings.Contains(string(ev.Data), `"hello":1`) {
+			t.Fatalf("event %q %q", ev.Type, ev.Data)
+		}
+		break
 	}
 }

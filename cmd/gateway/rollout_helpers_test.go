@@ -559,6 +559,9 @@ func (a *audience) once(s *subscriber) {
 			s.mu.Unlock()
 		}
 		switch {
+		case f.IsAnchor():
+			// Where a fresh stream starts: every subscriber joins before the first
+			// publish, so its events from seq 1 on follow it.
 		case f.HasData:
 			s.frame(f.ID, f.Event)
 			frames++

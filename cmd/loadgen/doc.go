@@ -3,7 +3,9 @@
 // It talks to a server over HTTP only: N subscribers hold one SSE stream each
 // (subscriber i joins room <prefix><i%R>), publishers POST JSON bodies carrying their
 // send time at a fixed total rate, and every subscriber checks that the seqs it
-// receives are dense (no gap, no duplicate) across reconnects with Last-Event-ID. At
+// receives are dense (no gap, no duplicate) across reconnects with Last-Event-ID
+// (before its first event, the id of the stream's anchor, so from where its first
+// stream joined the room, the first seq it must see). At
 // the end it prints throughput, publish-to-deliver latency quantiles and the loss
 // counters, and exits non-zero when any gap or duplicate was not explained by a resync
 // frame, so a soak test in CI fails on a lost message.

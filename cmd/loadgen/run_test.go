@@ -141,6 +141,12 @@ type scripted struct {
 	end    bool
 }
 
+// anchor is a stream's anchor at epoch:seq, as the gateway sends it to a stream
+// opened without a resume point.
+func anchor(epoch string, seq uint64) string {
+	return fmt.Sprintf("id: %s:%d\nevent: anchor\ndata: {\"room\":\"r\",\"epoch\":%q,\"seq\":%d}\n\n", epoch, seq, epoch, seq)
+}
+
 func frame(epoch string, seq uint64) string {
 	return fmt.Sprintf("id: %s:%d\ndata: {\"room\":\"r\",\"epoch\":%q,\"seq\":%d,\"ts\":1,\"type\":\"message\",\"body\":{\"t\":%d}}\n\n",
 		epoch, seq, epoch, seq, time.Now().UnixNano())
@@ -209,6 +215,21 @@ func TestSubscriberScripted(t *testing.T) {
 				{lastID: "e:2", frames: frame("e", 5)},
 			},
 			target: 5, wantIDs: []string{"", "e:2"}, deliveries: 3, gaps: 2, reconnects: 1,
+		},
+		{
+			name: "a stream that ends before its first event resumes from its anchor",
+			conns: []scripted{
+				{frames: anchor("e", 4), end: true},
+				{lastID: "e:4", frames: frame("e", 5) + frame("e", 6)},
+			},
+			target: 6, wantIDs: []string{"", "e:4"}, deliveries: 2, reconnects: 1,
+		},
+		{
+			name: "the first event after the anchor is checked for a gap",
+			conns: []scripted{
+				{frames: anchor("e", 4) + frame("e", 6)},
+			},
+			target: 6, wantIDs: []string{""}, deliveries: 1, gaps: 1,
 		},
 		{
 			name: "duplicate replayed on resume",

@@ -197,6 +197,10 @@ func checkStreamResponse(resp *http.Response) error {
 // handle accounts for one SSE event.
 func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) {
 	switch string(ev.Type) {
+	case gatewaytest.AnchorType:
+		if ev.IDSet && len(s.resumeID) == 0 {
+			s.startAt(ev.ID)
+		}
 	case "resync":
 		s.check(true, ev.ID, ev.IDSet, ev.Data, now, ls)
 	case "reauth":
@@ -224,6 +228,22 @@ func (s *subscriber) check(resync bool, id []byte, idSet bool, data []byte, now 
 	}
 	s.resumeID = append(s.resumeID[:0], id...)
 	s.accept(epoch, seq, data, now, ls)
+}
+
+// startAt starts a subscriber that has seen nothing yet at pos, where its first
+// connection joined the room (an SSE stream's anchor, a WebSocket welcome): it
+// resumes from there, so a connection that ends before its first event loses
+// nothing, and its first event must be the seq after pos.
+func (s *subscriber) startAt(pos []byte) {
+	if !plainID(pos) {
+		return
+	}
+	seq, err := strconv.ParseUint(string(pos[bytes.LastIndexByte(pos, ':')+1:]), 10, 64)
+	if err != nil {
+		return
+	}
+	s.resumeID = append(s.resumeID[:0], pos...)
+	s.track.ExpectFirst(seq + 1)
 }
 
 // accept accounts for one delivered event: its seq, and its latency from the send

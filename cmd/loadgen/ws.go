@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
@@ -180,20 +179,11 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 }
 
 // joined reads, from the welcome of a subscriber that has seen nothing yet, the
-// position its connection joined the room at: it resumes from there, so a
-// connection that ends before its first event loses nothing, and its first event
-// must be the seq after it.
+// position its connection joined the room at, and starts there (startAt).
 func (s *subscriber) joined(welcome []byte) {
-	pos, ok := gatewaytest.StringAfter(welcome, s.ws.joinKey)
-	if !ok || !plainID(pos) {
-		return
+	if pos, ok := gatewaytest.StringAfter(welcome, s.ws.joinKey); ok {
+		s.startAt(pos)
 	}
-	seq, err := strconv.ParseUint(string(pos[bytes.LastIndexByte(pos, ':')+1:]), 10, 64)
-	if err != nil {
-		return
-	}
-	s.resumeID = append(s.resumeID[:0], pos...)
-	s.track.ExpectFirst(seq + 1)
 }
 
 // dialWS upgrades GET /ws at target. A refusal that can never succeed (a 4xx

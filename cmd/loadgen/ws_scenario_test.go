@@ -11,13 +11,11 @@ import (
 
 // checkTransports fails t unless the report splits its subscribers into wsSubs over
 // WebSocket and the rest over SSE, each transport receiving every event its rooms
-// were acknowledged (no gap, nothing lost) with its figures filled in.
-//
-// A subscriber that has seen nothing when its first connection ends resumes, over
-// SSE, from the moment it reconnects (it has no id yet), and over WebSocket from
-// where the welcome said it joined: with sseMayMiss the SSE side is only checked
-// for gaps and loss, not for every delivery.
-func checkTransports(t *testing.T, rep Report, raw map[string]any, wsSubs int, sseMayMiss bool) map[string]*TransportResult {
+// were acknowledged (no gap, nothing lost) with its figures filled in. A subscriber
+// that has seen nothing when its first connection ends resumes from where that
+// connection joined: over SSE from the stream's anchor, over WebSocket from the
+// welcome.
+func checkTransports(t *testing.T, rep Report, raw map[string]any, wsSubs int) map[string]*TransportResult {
 	t.Helper()
 	tr, ok := raw["transports"].(map[string]any)
 	if !ok {
@@ -37,8 +35,7 @@ func checkTransports(t *testing.T, rep Report, raw map[string]any, wsSubs int, s
 	want := map[string]int{transportSSE: rep.Subscribers - wsSubs, transportWS: wsSubs}
 	for name, n := range want {
 		x := rep.Transports[name]
-		exact := name == transportWS || !sseMayMiss
-		if x.Subscribers != n || x.Deliveries == 0 || (exact && x.Deliveries != x.ExpectedDeliveries) || x.Gaps != 0 || x.Lost != 0 {
+		if x.Subscribers != n || x.Deliveries == 0 || x.Deliveries != x.ExpectedDeliveries || x.Gaps != 0 || x.Lost != 0 {
 			t.Errorf("%s: %+v; want %d subscribers receiving every event, none lost", name, *x, n)
 		}
 		if x.DeliveriesPerSec <= 0 || x.P50ms <= 0 || x.P99ms < x.P50ms || x.MaxMs < x.P99ms {
@@ -61,7 +58,7 @@ func TestWSMixedRun(t *testing.T) {
 	if rep.Connected != 40 || rep.ConnectedAtEnd != 40 {
 		t.Errorf("connected %d, at end %d; want 40", rep.Connected, rep.ConnectedAtEnd)
 	}
-	checkTransports(t, rep, raw, 20, false)
+	checkTransports(t, rep, raw, 20)
 	var b bytes.Buffer
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
@@ -87,7 +84,7 @@ func TestWSScenarioRollingDrain(t *testing.T) {
 	if len(rep.Drains) != 1 || rep.Drains[0].Error != "" || rep.Drains[0].Moved != 20 {
 		t.Fatalf("drains = %+v; want pod a's 20 streams moved", rep.Drains)
 	}
-	tr := checkTransports(t, rep, raw, 20, true)
+	tr := checkTransports(t, rep, raw, 20)
 	// Subscriber i streams from pod i%2: 10 of each transport were on pod a.
 	for _, name := range []string{transportSSE, transportWS} {
 		if tr[name].Reconnects < 10 {
@@ -116,7 +113,7 @@ func TestWSScenarioStorm(t *testing.T) {
 			if s := rep.Storm; s == nil || s.Via != via || s.Ended != 40 || s.Reconnected != 40 {
 				t.Fatalf("storm = %+v; want via %s, 40 ended and back", rep.Storm, via)
 			}
-			tr := checkTransports(t, rep, raw, 20, true)
+			tr := checkTransports(t, rep, raw, 20)
 			if tr[transportWS].Reconnects < 20 || tr[transportSSE].Reconnects < 20 {
 				t.Errorf("reconnects: sse %d, ws %d; want 20 each at least", tr[transportSSE].Reconnects, tr[transportWS].Reconnects)
 			}

@@ -136,6 +136,35 @@ func TestTailResumesAcrossShed(t *testing.T) {
 	}
 }
 
+// TestTailResumesFromTheAnchor: tail's stream ends before its first event, and what
+// is published while tail waits out the retry: hint reaches it: it resumes from the
+// stream's anchor. The anchor itself is never printed.
+func TestTailResumesFromTheAnchor(t *testing.T) {
+	p := startPod(t, "--retry-min", "1s", "--retry-max", "1s")
+	c := newCtl(t, "ROOMCASTCTL_URL", p.Public, "ROOMCASTCTL_ADMIN_URL", p.Admin)
+	if r := c.run("", "publish", "anchored", `{"n":0}`); r.code != exitOK {
+		t.Fatalf("publish: exit %d, stderr %s", r.code, r.errOut)
+	}
+	tail := c.start("--json", "tail", "anchored")
+	replaytest.Eventually(t, 20*time.Second, "tail connected", func() bool { return connections(t, p) == 1 })
+	if r := c.run("", "shed", "1", "--json"); r.code != exitOK || strings.TrimSpace(r.out) != `{"closed":1}` {
+		t.Fatalf("shed: exit %d, out %q, stderr %s", r.code, r.out, r.errOut)
+	}
+	var ids []string
+	for i := 1; i <= 3; i++ {
+		r := c.run("", "publish", "anchored", fmt.Sprintf(`{"n":%d}`, i))
+		if r.code != exitOK {
+			t.Fatalf("publish %d: exit %d, stderr %s", i, r.code, r.errOut)
+		}
+		ids = append(ids, strings.TrimSpace(r.out))
+	}
+	for _, id := range ids {
+		if l := parseTail(t, tail.line(t, 20*time.Second)); l.ID != id || l.Type != "message" {
+			t.Fatalf("tail printed %+v, want the message %s", l, id)
+		}
+	}
+}
+
 // TestPublishIdempotencyKey: the same key twice publishes once and prints the same
 // id; another key publishes anew.
 func TestPublishIdempotencyKey(t *testing.T) {

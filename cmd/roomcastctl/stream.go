@@ -40,6 +40,9 @@ type streamEvent struct {
 	Data []byte
 }
 
+// anchorType is the event type of a stream's anchor (gateway.AnchorType).
+const anchorType = "anchor"
+
 // errStop ends a follow without an error: the handler got what it wanted.
 var errStop = errors.New("stop")
 
@@ -114,8 +117,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // connection gets no answer (*unreachableError). Every reconnect resumes from the
 // last id seen. The wait before a reconnect is the server's retry: hint, or the
 // backoff when that is longer; the backoff doubles after each connection that did
-// not work and starts over after one that did (it delivered an event or an id, or
-// stayed up for stayUp).
+// not work and starts over after one that did (it delivered an event or the
+// stream's anchor, or stayed up for stayUp).
 func (f *follower) run(ctx context.Context) error {
 	f.defaults()
 	c := sse.NewClient(f.url, sse.ClientMaxBufferSize(maxFrame))
@@ -157,6 +160,10 @@ func (f *follower) run(ctx context.Context) error {
 				}
 			}
 			switch {
+			case string(ev.Event) == anchorType:
+				// The stream's anchor, where a stream opened without a resume point
+				// starts: the client keeps its id to resume from, and it is no event.
+				worked = true
 			case len(ev.Data) > 0:
 				worked = true
 				typ := string(ev.Event)
@@ -167,8 +174,6 @@ func (f *follower) run(ctx context.Context) error {
 					stopErr = err
 					cancel()
 				}
-			case len(ev.Retry) == 0 && len(ev.ID) > 0:
-				worked = true // an id-only block: the stream's anchor
 			}
 		})
 		cancel()

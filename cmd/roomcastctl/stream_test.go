@@ -90,7 +90,7 @@ func TestFollowBackoffResetsAfterSuccess(t *testing.T) {
 		streamOf("id: e:1\ndata: {\"seq\":1}\n\n"),                // delivered: wait 100
 		statusOf(http.StatusServiceUnavailable),                   // wait 100 (the backoff started over)
 		streamOf("retry: 1500\n\nid: e:2\ndata: {\"seq\":2}\n\n"), // delivered, retry 1500: wait 1500
-		streamOf("id: e:2\n\n"),                                   // an anchor only: worked; retry 1500 still holds
+		streamOf("id: e:2\nevent: anchor\ndata: {\"seq\":2}\n\n"), // an anchor only: worked, no event; retry 1500 still holds
 		streamOf("retry: 50\n\nid: e:3\ndata: {\"seq\":3}\n\n"),   // retry 50 < backoff 100: wait 100
 	}}
 	srv := httptest.NewServer(s)

@@ -37,3 +37,25 @@ func TestNextFrame(t *testing.T) {
 		t.Errorf("frames:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestAnchorIsAnEvent: the anchor is dispatched like any named event, by Next and
+// NextFrame alike, and IsAnchor tells it from the stream's events; its id stays the
+// last event ID.
+func TestAnchorIsAnEvent(t *testing.T) {
+	const in = "retry: 100\n\nid: e:4\nevent: anchor\ndata: {\"room\":\"r\",\"epoch\":\"e\",\"seq\":4}\n\nid: e:5\ndata: {}\n\n"
+	d := NewDecoder(bufio.NewReader(strings.NewReader(in)), nil)
+	if ev, err := d.Next(); err != nil || !ev.IsAnchor() || string(ev.ID) != "e:4" || !ev.IDSet {
+		t.Fatalf("first event %+v %v, want the anchor e:4", ev, err)
+	}
+	if ev, err := d.Next(); err != nil || ev.IsAnchor() || string(ev.ID) != "e:5" {
+		t.Fatalf("second event %+v %v, want the message e:5", ev, err)
+	}
+	d = NewDecoder(bufio.NewReader(strings.NewReader(in)), nil)
+	var anchors []bool
+	for f, err := d.NextFrame(); err == nil; f, err = d.NextFrame() {
+		anchors = append(anchors, f.IsAnchor())
+	}
+	if !slices.Equal(anchors, []bool{false, true, false}) {
+		t.Fatalf("IsAnchor of the frames %v, want only the second", anchors)
+	}
+}

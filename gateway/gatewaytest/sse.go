@@ -15,6 +15,13 @@ var ErrLineTooLong = errors.New("sse: line too long")
 // maxLineBytes bounds one line, and so one data field, of the stream.
 const maxLineBytes = 4 << 20
 
+// AnchorType is the event type of a stream's anchor: the block a roomcast stream
+// opened without a resume point sends right after retry:, whose id is the stream's
+// starting position (a multiplexed stream sends one on every open, with its token).
+// It is dispatched like any named event; a reader that follows the stream's events
+// skips it, and one that resumes takes its id.
+const AnchorType = "anchor"
+
 // Event is one dispatched SSE event. Its slices alias the decoder's buffers and are
 // valid only until the next call to Next.
 type Event struct {
@@ -64,6 +71,9 @@ func NewDecoder(r *bufio.Reader, lastID []byte) *Decoder {
 	return &Decoder{r: r, lastID: append([]byte(nil), lastID...), blkRetry: -1}
 }
 
+// IsAnchor reports whether e is a stream's anchor (see AnchorType).
+func (e Event) IsAnchor() bool { return string(e.Type) == AnchorType }
+
 // Frame is one block of the stream as the server sent it, for tests that look at the
 // wire rather than at what EventSource dispatches: comment-only and retry-only blocks
 // are frames too, and ID is the block's own id field ("" when it has none).
@@ -79,6 +89,9 @@ type Frame struct {
 	// one space.
 	Comment string
 }
+
+// IsAnchor reports whether f is a stream's anchor (see AnchorType).
+func (f Frame) IsAnchor() bool { return f.Event == AnchorType }
 
 // NextFrame returns the next block of the stream, whatever it holds. At the end of
 // the stream it returns io.EOF (or the read error). Do not mix it with Next on one

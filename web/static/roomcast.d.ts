@@ -51,10 +51,12 @@ export interface Resync {
   /** Present and true when the history forked: the events seen after seq were
    * replaced, so the position moved back. */
   fork?: true;
-  /** Present and true when a source had to be recreated before any event told
-   * the subscription where it was: events published meanwhile may be missing.
-   * epoch is '' and seq 0 (unknown); refetch the snapshot. Reported once the
-   * new source is open, so a snapshot fetched then misses nothing. */
+  /** Present and true when a source had to be recreated before anything told
+   * the subscription where it was (no event, and no `event: anchor`: an older
+   * gateway, or a connection that broke before its anchor arrived): events
+   * published meanwhile may be missing. epoch is '' and seq 0 (unknown);
+   * refetch the snapshot. Reported once the new source is open, so a snapshot
+   * fetched then misses nothing. */
   unanchored?: true;
 }
 
@@ -136,7 +138,8 @@ export interface SubscribeOptions<Body = unknown> {
   /**
    * Event types to receive besides "message". EventSource delivers only
    * types it listens for, so list every type the room carries: a type not
-   * listed is invisible here, and its seqs show up as gaps.
+   * listed is invisible here, and its seqs show up as gaps. The gateway's own
+   * frames (resync, reauth, anchor) are never passed to onEvent, listed or not.
    */
   types?: string[];
   /** Where to start: "<epoch>:<seq>" or a bare "<seq>" (current epoch). */
@@ -184,8 +187,8 @@ export declare class Subscription {
   /** URL of the current source, lastEventId parameter included, ticket left out. */
   readonly url: string;
   /**
-   * Where a new source would resume from ('' before any event); for several
-   * rooms, the token of every room's position (see formatToken).
+   * Where a new source would resume from ('' before any event or anchor); for
+   * several rooms, the token of every room's position (see formatToken).
    */
   readonly lastEventId: string;
   /** A snapshot of the counters. */
@@ -233,7 +236,9 @@ export declare class Cursor {
   readonly lastEventId: string;
   accept(event: { room: string; epoch: string; seq: number }): Verdict;
   resync(resync: { room: string; epoch: string; seq: number; fork?: boolean }): boolean;
-  /** Sets the position of a room it knows nothing about; a known room stays. */
+  /** Sets the position of a room it knows nothing about (from a token or a
+   * stream's anchor); a known room stays. Before any event or resync, the
+   * seeded position becomes lastEventId. */
   seed(room: string, pos: Position): void;
 }
 

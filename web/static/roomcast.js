@@ -8,7 +8,9 @@
 //
 //   - a source that reaches CLOSED is recreated after a capped full-jitter
 //     backoff (reset once a connection has stayed healthy), with the last
-//     seen id in the `lastEventId` query parameter;
+//     seen id in the `lastEventId` query parameter; before any event, the
+//     stream's anchor (`event: anchor`, where the gateway started it) is that
+//     id;
 //   - duplicates are dropped by seq, per room; a gap (seq != last+1 within
 //     one epoch) is reported;
 //   - `event: resync` (the resume point was lost, trimmed or ahead) is passed
@@ -62,6 +64,7 @@ const ES_CLOSED = 2;
 // Event types the gateway itself sends; they cannot be application types.
 const RESYNC = 'resync';
 const REAUTH = 'reauth';
+const ANCHOR = 'anchor';
 
 /**
  * Full-jitter backoff: a delay drawn uniformly from [0, ceiling), where the
@@ -137,13 +140,17 @@ export class Cursor {
 
   /**
    * Sets the position of a room the cursor knows nothing about (from a
-   * multiplexed stream's token); a known room is left where it is.
+   * multiplexed stream's token, or a stream's anchor: where the gateway
+   * started it); a known room is left where it is. Before any event or
+   * resync, the seeded position is lastEventId.
    *
    * @param {string} room
    * @param {{epoch: string, seq: number}} pos
    */
   seed(room, pos) {
-    if (!this.#rooms.has(room)) this.#rooms.set(room, { epoch: pos.epoch, seq: pos.seq });
+    if (this.position(room)) return;
+    this.#rooms.set(room, { epoch: pos.epoch, seq: pos.seq });
+    if (this.#last === '') this.#last = formatEventId(pos);
   }
 
   /**
@@ -215,7 +222,7 @@ export class Subscription {
   #url = '';
   #started = false;
   #opened = false; // a source of this subscription has opened
-  #unanchored = false; // the current source was recreated without a position after one had opened
+  #unanchored = false; // the current source was recreated without a position after one had opened (no anchor arrived)
   #ticketed = false; // options.getTicket is set: every connect needs a fresh ticket
   #pending = null; // token of the getTicket call in flight, null when none is
   #ticketTimer = 0;
@@ -391,9 +398,10 @@ export class Subscription {
     if (this.#started) this.#stats.recreates++;
     // A recreated source without a position starts wherever the room is when it
     // opens: whatever was published since an earlier source opened is not
-    // replayed (the gateway anchored that source with an id, but an EventSource
-    // does not expose it). Say so once the new source is open, so that a snapshot
-    // fetched then misses nothing.
+    // replayed. That happens only when no anchor told the module where the
+    // earlier source started (an older gateway, or a connection that broke
+    // before its anchor arrived). Say so once the new source is open, so that a
+    // snapshot fetched then misses nothing.
     this.#unknown = this.#rooms ? this.#rooms.filter((room) => !this.#cursor.position(room)) : (last ? [] : [roomOf(this.#base)]);
     this.#unanchored = this.#opened && this.#unknown.length > 0;
     this.#started = true;
@@ -406,9 +414,10 @@ export class Subscription {
     es.addEventListener('error', () => this.#onError(es));
     const onMessage = (e) => this.#onMessage(es, e);
     for (const type of new Set(['message', ...(this.#opts.types ?? [])])) {
-      if (type !== RESYNC && type !== REAUTH) es.addEventListener(type, onMessage);
+      if (type !== RESYNC && type !== REAUTH && type !== ANCHOR) es.addEventListener(type, onMessage);
     }
     es.addEventListener(RESYNC, (e) => this.#onResync(es, e));
+    es.addEventListener(ANCHOR, (e) => this.#onAnchor(es, e));
     // reauth is reserved either way (never an application event), but only
     // listened for when something acts on it.
     if (this.#ticketed || typeof this.#opts.onReauth === 'function') {
@@ -521,6 +530,25 @@ export class Subscription {
     this.#stats.events++;
     const id = e.lastEventId || formatEventId(data);
     this.#report('onEvent', { type: 'message', ...data, id }, e);
+  }
+
+  // #onAnchor handles `event: anchor`, sent right after `retry:` on a stream
+  // opened without a resume point (and on every multiplexed one): where the
+  // gateway started the stream. It seeds the position of each room that has
+  // none, so a source recreated before any event resumes from there. It is
+  // never an application event.
+  #onAnchor(es, e) {
+    if (es !== this.#source) return;
+    if (this.#rooms) {
+      this.#seedFrom(e.lastEventId);
+      return;
+    }
+    const data = decode(e.data, ['room', 'epoch', 'seq']);
+    if (!data) {
+      this.#report('onError', new Error(`roomcast: malformed anchor data: ${String(e.data).slice(0, 200)}`));
+      return;
+    }
+    this.#cursor.seed(data.room, { epoch: data.epoch, seq: data.seq });
   }
 
   #onResync(es, e) {

@@ -67,6 +67,13 @@ function fakeEventSource() {
       this.fire(type, { data: text, lastEventId: id });
     }
 
+    // The stream's anchor, as the gateway sends it right after retry: to a
+    // stream opened without a resume point: where the stream starts.
+    anchor(room, epoch, seq) {
+      const id = epoch ? `${epoch}:${seq}` : String(seq);
+      this.fire('anchor', { data: JSON.stringify({ room, epoch, seq }), lastEventId: id });
+    }
+
     // The stream ended; the browser retries by itself.
     drop() {
       this.readyState = 0;
@@ -367,7 +374,7 @@ test('subscribe: a CLOSED source is recreated with lastEventId', async () => {
 test('subscribe: a source recreated without a position reports an unanchored resync once open', async () => {
   const rec = recorder({ random: () => 0 });
   const first = rec.last();
-  first.open(); // the server anchored it, but no event told the module where
+  first.open(); // no anchor (an older gateway's bare id) and no event told the module where
   first.fail();
   await tick(5);
   const second = rec.last();
@@ -381,6 +388,54 @@ test('subscribe: a source recreated without a position reports an unanchored res
   second.open(); // the browser's own reconnect keeps its position: nothing to report
   eq(rec.resyncs.length, 1, 'one report');
   eq(rec.events.map((e) => e.seq), [5], 'events');
+  rec.sub.close();
+});
+
+test('anchor: a source recreated before any event resumes from the anchor and reports nothing', async () => {
+  const rec = recorder({ random: () => 0 });
+  const first = rec.last();
+  first.open();
+  first.anchor('r', 'e1', 4);
+  eq(rec.sub.lastEventId, 'e1:4', 'lastEventId from the anchor');
+  first.fail();
+  await tick(5);
+  const second = rec.last();
+  eq(second.url, 'http://gw.test/rooms/r/events?lastEventId=e1%3A4', 'resumes from the anchor');
+  second.open();
+  second.send(ev(5));
+  second.send(ev(6));
+  eq(rec.resyncs, [], 'nothing unanchored');
+  eq(rec.gaps, [], 'no gap');
+  eq(rec.events.map((e) => e.seq), [5, 6], 'events');
+  rec.sub.close();
+});
+
+test('anchor: never an application event, even listed in types; it checks the first event for a gap', () => {
+  const rec = recorder({ types: ['anchor', 'note'] });
+  const es = rec.last();
+  eq((es.listeners.get('anchor') ?? []).length, 1, 'one anchor listener: the module\'s own');
+  es.open();
+  es.anchor('r', '', 0); // a room without history
+  eq(rec.sub.lastEventId, '0', 'lastEventId');
+  eq(rec.events, [], 'no event');
+  es.send(ev(2, 'e1'));
+  eq(rec.gaps, [{ room: 'r', epoch: 'e1', from: 1, to: 1 }], 'seq 1 is missing after the anchor 0');
+  es.anchor('r', 'e1', 9); // a known room keeps its position
+  eq(rec.sub.lastEventId, 'e1:2', 'position after an anchor of a known room');
+  es.send(ev(3, 'e1'));
+  eq(rec.events.map((e) => e.seq), [2, 3], 'events');
+  eq(rec.errors, [], 'no error');
+  rec.sub.close();
+});
+
+test('anchor: malformed data is reported and seeds nothing', () => {
+  const rec = recorder();
+  const es = rec.last();
+  es.open();
+  es.fire('anchor', { data: '{"room":"r","seq":"x"}', lastEventId: 'e1:4' });
+  eq(rec.errors.length, 1, 'one error');
+  ok(rec.errors[0].startsWith('roomcast: malformed anchor data'), rec.errors[0]);
+  eq(rec.sub.lastEventId, '', 'no position');
   rec.sub.close();
 });
 
@@ -447,10 +502,10 @@ test('subscribe: the online event skips the backoff wait', async () => {
   eq(rec.ES.all.length, 2, 'no effect after close');
 });
 
-test('subscribe: listens for the listed types and resync', () => {
+test('subscribe: listens for the listed types, resync and anchor', () => {
   const rec = recorder({ types: ['chat', 'message', 'resync'] });
   const es = rec.last();
-  eq([...es.listeners.keys()].sort(), ['chat', 'error', 'message', 'open', 'resync'], 'listeners');
+  eq([...es.listeners.keys()].sort(), ['anchor', 'chat', 'error', 'message', 'open', 'resync'], 'listeners');
   eq(es.listeners.get('resync').length, 1, 'resync handled once, never as an app type');
   es.open();
   es.send({ ...ev(1), type: 'chat' }, 'chat');
@@ -609,7 +664,7 @@ test('tickets: reauth is never an application event, even when listed in types',
   const reauths = [];
   const rec = recorder({ types: ['chat', 'reauth'], onReauth: (r) => reauths.push(r) });
   const es = rec.last();
-  eq([...es.listeners.keys()].sort(), ['chat', 'error', 'message', 'open', 'reauth', 'resync'], 'listeners');
+  eq([...es.listeners.keys()].sort(), ['anchor', 'chat', 'error', 'message', 'open', 'reauth', 'resync'], 'listeners');
   eq(es.listeners.get('reauth').length, 1, 'reauth handled once, never as an app type');
   es.open();
   es.send(ev(1));
@@ -623,7 +678,7 @@ test('tickets: reauth is never an application event, even when listed in types',
 
   // With neither getTicket nor onReauth nothing acts on it: not even listened for.
   const plain = recorder({ types: ['chat', 'reauth'] });
-  eq([...plain.last().listeners.keys()].sort(), ['chat', 'error', 'message', 'open', 'resync'], 'listeners without onReauth');
+  eq([...plain.last().listeners.keys()].sort(), ['anchor', 'chat', 'error', 'message', 'open', 'resync'], 'listeners without onReauth');
   plain.last().open();
   plain.last().send({ room: 'r', exp: 1795960692 }, 'reauth');
   plain.last().send(ev(1));
@@ -808,7 +863,21 @@ test('tickets: withCredentials is passed to every EventSource', async () => {
   rec.sub.close();
 });
 
-test('tickets: a source recreated before any event still reports an unanchored resync', async () => {
+test('tickets: a source recreated before any event resumes from its anchor', async () => {
+  const rec = recorder({ getTicket: ticketSource(), random: () => 0 });
+  await until(() => rec.ES.all.length === 1, 'the first source');
+  rec.last().open();
+  rec.last().anchor('r', 'e1', 7);
+  rec.last().send({ room: 'r', exp: 1795960692 }, 'reauth');
+  await until(() => rec.ES.all.length === 2, 'a second source');
+  eq(param(rec.last(), 'lastEventId'), 'e1:7', 'the anchor');
+  ok(param(rec.last(), 'ticket'), 'with a new ticket');
+  rec.last().open();
+  eq(rec.resyncs, [], 'nothing unanchored');
+  rec.sub.close();
+});
+
+test('tickets: a source recreated before any event or anchor still reports an unanchored resync', async () => {
   const rec = recorder({ getTicket: ticketSource(), random: () => 0 });
   await until(() => rec.ES.all.length === 1, 'the first source');
   rec.last().open();
@@ -907,6 +976,25 @@ test('multi: a CLOSED source is recreated with the token of every room, a quiet 
   eq(rec.resyncs, [], 'every room had a position: nothing unanchored');
   rec.sendMux(second, ev(8, 'e2', 'b'), { a: { epoch: 'e1', seq: 3 }, b: { epoch: 'e2', seq: 8 } });
   eq(rec.events.map((e) => `${e.room}${e.seq}`), ['a3', 'b8'], 'events');
+  eq(rec.gaps, [], 'no gap');
+  rec.sub.close();
+});
+
+test('multi: the anchor seeds every room; a source recreated before any event resumes them all', async () => {
+  const rec = muxRecorder(['a', 'b'], { random: () => 0, types: ['anchor'] });
+  const first = rec.last();
+  first.open();
+  const at = { a: { epoch: 'e1', seq: 3 }, b: { epoch: '', seq: 0 } };
+  rec.sendMux(first, { rooms: { a: 'e1:3', b: '0' } }, at, 'anchor');
+  eq(rec.events, [], 'the anchor is no event');
+  first.fail();
+  await tick(5);
+  const second = rec.last();
+  eq(new URL(second.url).searchParams.get('lastEventId'), formatToken(['a', 'b'], posOf(at)), 'resume token');
+  second.open();
+  eq(rec.resyncs, [], 'nothing unanchored');
+  rec.sendMux(second, ev(1, 'e2', 'b'), { ...at, b: { epoch: 'e2', seq: 1 } });
+  eq(rec.events.map((e) => `${e.room}${e.seq}`), ['b1'], 'events');
   eq(rec.gaps, [], 'no gap');
   rec.sub.close();
 });

@@ -432,7 +432,7 @@ func follow(ctx context.Context, hc *http.Client, base string, s *fleetStream, j
 			joined.Done()
 			marks = marks[1:]
 		}
-		if !f.HasData {
+		if !f.HasData || f.IsAnchor() {
 			continue
 		}
 		_, seqText, _ := strings.Cut(f.ID, ":")
