@@ -58,6 +58,13 @@ type Config struct {
 	// check. ["*"] allows every origin, without credentials, and trusts none for
 	// state-changing requests. Empty: no CORS headers at all.
 	AllowOrigins []string
+	// PublicHosts lists the host names the listeners serve besides localhost and IP
+	// addresses, which they always serve: names (rooms.example.com) or patterns
+	// *.example.com (every name under example.com), any port; ["*"] serves every
+	// host. A request whose Host header names another host is answered 421 (DNS
+	// rebinding: a page whose name resolves to a loopback address would otherwise
+	// share the loopback trust). Empty: localhost and IP addresses only.
+	PublicHosts []string
 	// AdminToken, when set, is the bearer token the admin listener requires on
 	// /admin/* and /debug/*; /metrics and the operator page stay open. Empty: no
 	// token is asked for.
@@ -162,6 +169,13 @@ func (c *Config) fill() error {
 			return err
 		}
 		c.AllowOrigins = origins
+	}
+	if len(c.PublicHosts) > 0 {
+		hosts, err := CheckHosts(c.PublicHosts)
+		if err != nil {
+			return err
+		}
+		c.PublicHosts = hosts
 	}
 	switch {
 	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:

@@ -133,7 +133,8 @@ type response struct {
 	body   string
 }
 
-// do sends one request; headers come as name, value pairs.
+// do sends one request; headers come as name, value pairs ("Host" sets the Host
+// header in place of the URL's).
 func do(t testing.TB, method, url, body string, headers ...string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -141,6 +142,10 @@ func do(t testing.TB, method, url, body string, headers ...string) response {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)

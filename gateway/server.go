@@ -30,6 +30,8 @@ type Server struct {
 	m     *metrics
 	edgeM *edgeMetrics
 
+	hostPolicy hostPolicy // the Host headers the listeners answer
+
 	admission *admission
 
 	auth          *auth.Authenticator
@@ -69,7 +71,8 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
-		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{}}
+		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
+		hostPolicy: newHostPolicy(cfg.PublicHosts)}
 	if s.owners == nil {
 		// The log's registry: the fleet's in Redis, the pod's in memory.
 		o, ok := log.(replay.Owners)
@@ -132,7 +135,7 @@ func (s *Server) Public() http.Handler {
 	r.Get("/ws", uncounted(s.websocket))
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
-	return s.cors(s.edge(r, s.trustedOrigins()...))
+	return s.hosts(s.cors(s.edge(r, s.trustedOrigins()...)))
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
@@ -158,7 +161,7 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
-	return s.edge(s.adminGuard(r))
+	return s.hosts(s.edge(s.adminGuard(r)))
 }
 
 // readyz follows the drain lifecycle only, never the backend (see healthReporter).

@@ -59,7 +59,8 @@ type config struct {
 	Auth             authFlags
 
 	MetricsAddr    string
-	AllowOrigin    string // comma-separated; normalized once checked
+	PublicHosts    stringList // normalized once checked
+	AllowOrigin    string     // comma-separated; normalized once checked
 	AdminTokenFile string
 	AdminToken     string // read from AdminTokenFile
 
@@ -112,6 +113,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer tokens, comma-separated; with none (and no JWT key) only loopback clients may publish")
 	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer tokens, one per line (instead of --publish-token, which shows in the process list)")
 	c.Auth.register(fs)
+	fs.Var(&c.PublicHosts, "public-host", "host names both listeners serve besides localhost and IP addresses (rooms.example.com, or *.example.com for every name under it), any port; repeatable or comma-separated; * alone serves every host; a request for another host gets 421 (DNS rebinding)")
 	fs.StringVar(&c.AllowOrigin, "allow-origin", "", "comma-separated origins (https://app.example.com) whose pages may subscribe and publish from the browser (CORS with credentials); * alone allows every origin without credentials; empty: no CORS")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token /admin/ and /debug/pprof/ on the admin listener require; empty: no token (/metrics stays open either way)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")

@@ -128,7 +128,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
 		WSPing:            cfg.WSPing,
-		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
+		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
 		Registry: metrics,
 		Logger:   logger,
 	})

@@ -247,7 +247,7 @@ func (c config) effective() []any {
 		"jwt_issuer", c.Auth.JWTIssuer, "jwt_cookie", c.Auth.JWTCookie, "ticket_ttl", fmtDuration(c.Auth.TicketTTL),
 		"anonymous_rooms", c.Auth.AnonymousRooms, "max_token_age", fmtDuration(c.Auth.MaxTokenAge),
 		"max_anonymous_rooms", c.Auth.MaxAnonymousRooms,
-		"allow_origin", c.AllowOrigin, "admin_token_set", c.AdminToken != "", "admin_token_file", c.AdminTokenFile,
+		"public_host", c.PublicHosts.String(), "allow_origin", c.AllowOrigin, "admin_token_set", c.AdminToken != "", "admin_token_file", c.AdminTokenFile,
 		"drain_delay", fmtDuration(c.DrainDelay), "drain_window", fmtDuration(c.DrainWindow), "drain_timeout", fmtDuration(c.DrainTimeout),
 		"log_level", strings.ToLower(c.LogLevel),
 	}
