@@ -33,8 +33,9 @@ type Config struct {
 	// closed (default 10s). Requests without a body, streams among them, are not
 	// bounded by it.
 	BodyTimeout time.Duration
-	// MaxConnsPerIP caps the connections one peer address may hold open on a
-	// listener wrapped by LimitListener, streams not counted (zero: no cap).
+	// MaxConnsPerIP caps the connections one peer address (an IPv6 address by its
+	// /64) may hold open on a listener wrapped by LimitListener, streams not counted
+	// (zero: no cap).
 	MaxConnsPerIP int
 	// PublishToken, when set, is the bearer token publishers must send; when empty,
 	// only loopback clients may publish. It is ignored when Auth is set (give the

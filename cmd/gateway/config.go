@@ -54,6 +54,7 @@ type config struct {
 	MaxBatchBody     byteSize
 	BodyTimeout      time.Duration
 	MaxConnsPerIP    int
+	OpenFileLimit    uint64 // the process's, read at start; 0: unknown
 	PublishToken     string
 	PublishTokenFile string
 	Auth             authFlags
@@ -109,7 +110,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 10*time.Second, "how long a request body may take to arrive; past it the answer is 408 (streams are not bounded by it)")
-	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address on the public listener, streams not counted; a new one beyond it is closed at once (0: no cap; behind a proxy every client shares the proxy's address)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address (IPv6: per /64) on the public listener, streams not counted; a new one beyond it is closed at once (unset: a quarter of the open-file limit, at most 65536; 0: no cap; behind a proxy every client shares the proxy's address)")
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer tokens, comma-separated; with none (and no JWT key) only loopback clients may publish")
 	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer tokens, one per line (instead of --publish-token, which shows in the process list)")
 	c.Auth.register(fs)
@@ -152,6 +153,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
+	defaultConnsPerIP(&c, set["max-conns-per-ip"] || fromEnv["max-conns-per-ip"])
 	if err := checkRanges(fs, &c, fromEnv); err != nil {
 		return c, err
 	}

@@ -241,6 +241,9 @@ func (p *pod) serve(logger *slog.Logger) int {
 		}
 	}()
 	logger.Info("roomcast gateway started", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
+	if p.cfg.MaxConnsPerIP == 0 {
+		logger.Warn("no per-address connection cap (--max-conns-per-ip 0, or an open-file limit that could not be read): one address holding connections open can take every file descriptor")
+	}
 	if p.cfg.AdminToken == "" && !loopbackAddr(admin.Addr()) {
 		logger.Warn("no --admin-token-file: /admin/ and /debug/pprof/ are open to anyone who reaches the admin listener")
 	}

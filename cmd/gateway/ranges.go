@@ -241,7 +241,7 @@ func (c config) effective() []any {
 		"recent_bytes", int64(c.RecentBytes),
 		"accept_rate", c.AcceptRate, "accept_burst", c.AcceptBurst, "max_streams", c.MaxStreams,
 		"max_streams_per_ip", c.MaxStreamsPerIP, "client_ip_header", c.ClientIPHeader, "max_rooms_per_stream", c.MaxRoomsPerStream,
-		"max_body", int64(c.MaxBody), "max_batch_body", int64(c.MaxBatchBody),
+		"max_body", int64(c.MaxBody), "max_batch_body", int64(c.MaxBatchBody), "max_conns_per_ip", c.MaxConnsPerIP, "open_file_limit", c.OpenFileLimit,
 		"publish_token_set", c.PublishToken != "", "publish_token_file", c.PublishTokenFile,
 		"jwt_keys", c.Auth.JWTKeys.String(), "jwt_hmac_file", c.Auth.JWTHMACFile, "jwt_audience", c.Auth.JWTAudience,
 		"jwt_issuer", c.Auth.JWTIssuer, "jwt_cookie", c.Auth.JWTCookie, "ticket_ttl", fmtDuration(c.Auth.TicketTTL),
