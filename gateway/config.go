@@ -90,14 +90,16 @@ type Config struct {
 	AcceptBurst int
 	// MaxStreams caps the pod's concurrent streams (zero: no cap).
 	MaxStreams int
-	// MaxStreamsPerIP caps concurrent streams per client address (zero: no cap).
+	// MaxStreamsPerIP caps concurrent streams per client address, an IPv6 address by
+	// its /64 (zero: no cap).
 	MaxStreamsPerIP int
 	// LoopbackUncapped exempts loopback peers from MaxStreamsPerIP when no
 	// ClientIPHeader is set: such a peer is the machine itself or a proxy on it, in
 	// front of every client at once, and capping it would cap the pod.
 	LoopbackUncapped bool
 	// ClientIPHeader names a header set by a trusted proxy with the client's
-	// address (for example X-Forwarded-For, whose last entry is used); empty: the
+	// address (for example X-Forwarded-For, whose last entry is used when it is an
+	// IP address, with or without a port; otherwise the peer address is); empty: the
 	// peer address. Only set it behind a proxy that always sets the header.
 	ClientIPHeader string
 	// WSPing is the interval of the pings the server sends on a WebSocket
