@@ -180,3 +180,22 @@ func (s *Server) hosts(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// requestScheme is the scheme the client used: https over TLS; behind a proxy that
+// ends TLS, the first entry of X-Forwarded-Proto when it is http or https; else
+// http. Trusting the header is safe where it is used, the same-origin check of a
+// WebSocket upgrade (sameHost): that check stands against pages in a browser, and a
+// page can add no header of its choosing to a WebSocket handshake (nor, without a
+// preflight the gateway does not grant, to any other request); a client that is not
+// a browser sends whatever Origin it likes anyway.
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	v, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	switch v = strings.ToLower(strings.TrimSpace(v)); v {
+	case "http", "https":
+		return v
+	}
+	return "http"
+}
