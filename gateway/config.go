@@ -70,6 +70,10 @@ type Config struct {
 	// /admin/* and /debug/*; /metrics and the operator page stay open. Empty: no
 	// token is asked for.
 	AdminToken string
+	// Cmdline is the command line /debug/pprof/cmdline shows, with the values of
+	// secrets already replaced (net/http/pprof's shows os.Args, tokens passed as
+	// flags included). Nil: the program's name alone.
+	Cmdline []string
 	// MetricsApart, when set, takes /metrics off the admin listener: Metrics serves
 	// it on a listener of its own. False: the admin listener serves it.
 	MetricsApart bool
@@ -165,6 +169,9 @@ func (c *Config) fill() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Cmdline == nil {
+		c.Cmdline = os.Args[:min(len(os.Args), 1)]
 	}
 	if len(c.AllowOrigins) > 0 {
 		origins, err := CheckOrigins(c.AllowOrigins)

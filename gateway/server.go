@@ -3,9 +3,11 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,12 +158,20 @@ func (s *Server) Admin() http.Handler {
 	r.Get("/admin/clients/{id}", s.adminClient)
 	r.Post("/admin/clients/{id}/close", s.adminClientClose)
 	r.HandleFunc("/debug/pprof/*", pprof.Index)
-	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/cmdline", s.cmdline)
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
 	return s.hosts(s.edge(s.adminGuard(r)))
+}
+
+// cmdline is net/http/pprof's Cmdline over Config.Cmdline, whose secrets are
+// replaced, instead of os.Args.
+func (s *Server) cmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, strings.Join(s.cfg.Cmdline, "\x00"))
 }
 
 // readyz follows the drain lifecycle only, never the backend (see healthReporter).

@@ -70,6 +70,10 @@ type config struct {
 	DrainTimeout time.Duration
 
 	LogLevel string
+
+	// Cmdline is the command line with the values of secret flags replaced
+	// (redactArgs), for /debug/pprof/cmdline.
+	Cmdline []string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {

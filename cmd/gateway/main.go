@@ -46,6 +46,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		return 2
 	}
+	cfg.Cmdline = redactArgs(append([]string{os.Args[0]}, args...))
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway: --log-level:", err)
@@ -128,7 +129,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
 		WSPing:            cfg.WSPing,
-		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
+		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(), Cmdline: cfg.Cmdline,
 		Registry: metrics,
 		Logger:   logger,
 	})
