@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/replay"
 )
 
 // Config configures a Server. Every zero value means "the default".
@@ -78,8 +79,8 @@ type Config struct {
 	// it on a listener of its own. False: the admin listener serves it.
 	MetricsApart bool
 	// PodID names this pod in the occupancy answers of /admin/rooms, in the
-	// WebSocket client registry and in the notices pods send each other (default:
-	// the hostname).
+	// WebSocket client registry and in the notices pods send each other; it must
+	// pass replay.ValidPodID (default: the hostname, else "pod").
 	PodID string
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
@@ -144,10 +145,11 @@ func (c *Config) fill() error {
 	def(&c.WSHelloTimeout, 10*time.Second)
 	def(&c.OwnerTTL, 30*time.Second)
 	if c.PodID == "" {
-		c.PodID, _ = os.Hostname()
-		if c.PodID == "" {
+		if c.PodID, _ = os.Hostname(); !replay.ValidPodID(c.PodID) {
 			c.PodID = "pod"
 		}
+	} else if !replay.ValidPodID(c.PodID) {
+		return fmt.Errorf("gateway: pod id %q: must be 1 to %d printable ASCII bytes without spaces", c.PodID, replay.MaxPodIDLen)
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = 64 << 10

@@ -167,7 +167,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := c.Hot.check(c.Redis != "", fromEnv); err != nil {
 		return c, err
 	}
-	if err := checkPodID(c, fromEnv); err != nil {
+	if err := checkPodID(c, set["pod-id"] || fromEnv["pod-id"], fromEnv); err != nil {
 		return c, err
 	}
 	if err := checkAccess(&c, fromEnv); err != nil {
