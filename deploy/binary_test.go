@@ -288,11 +288,10 @@ func startPod(args []string, env [][2]string, hosts []string) (map[string]any, f
 
 // statusWithHost is the status of a GET of url sent with host as the Host header.
 func statusWithHost(ctx context.Context, url, host string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := gatewaytest.NewRequest(ctx, http.MethodGet, url, nil, "Host", host)
 	if err != nil {
 		return 0, err
 	}
-	req.Host = host
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err

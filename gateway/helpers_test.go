@@ -137,16 +137,9 @@ type response struct {
 // header in place of the URL's).
 func do(t testing.TB, method, url, body string, headers ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	req, err := gatewaytest.NewRequest(context.Background(), method, url, strings.NewReader(body), headers...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i] == "Host" {
-			req.Host = headers[i+1]
-			continue
-		}
-		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -9,9 +9,6 @@ import (
 	"strings"
 )
 
-// maxHosts bounds Config.PublicHosts.
-const maxHosts = 256
-
 // CheckHosts validates the names the listeners serve (Config.PublicHosts) and
 // returns them normalized: in lower case, without a trailing dot. Each is a host
 // name (rooms.example.com), a pattern *.example.com that matches every name under
@@ -19,24 +16,7 @@ const maxHosts = 256
 // are not part of a name: every port matches. IP addresses are always served and
 // need not be listed.
 func CheckHosts(hosts []string) ([]string, error) {
-	if len(hosts) > maxHosts {
-		return nil, fmt.Errorf("gateway: %d public hosts: at most %d", len(hosts), maxHosts)
-	}
-	out := make([]string, 0, len(hosts))
-	for _, h := range hosts {
-		if h == "*" {
-			if len(hosts) > 1 {
-				return nil, errors.New(`gateway: public host "*" must stand alone: it serves every host`)
-			}
-			return []string{"*"}, nil
-		}
-		n, err := checkHost(h)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: public host %q: %w", h, err)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return checkList(hosts, "public host", "it serves every host", checkHost)
 }
 
 func checkHost(h string) (string, error) {

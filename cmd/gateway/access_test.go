@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 func TestAllowOriginFlag(t *testing.T) {
@@ -122,16 +125,10 @@ func TestAdminTokenFileGuardsTheAdminListener(t *testing.T) {
 	path := writeFile(t, "admin-token", token+"\n")
 	p := startForLine(t, "--admin-token-file", path, "--drain-delay", "0s", "--drain-window", "100ms", "--drain-timeout", "5s")
 	get := func(url, auth string) int {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
+		if auth == "" {
+			return getStatus(t, url)
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
+		return getStatus(t, url, "Authorization", auth)
 	}
 	for _, tc := range []struct {
 		path, auth string
@@ -245,16 +242,6 @@ func TestPublicHostFlag(t *testing.T) {
 // IP addresses on both listeners, and 421 for any other name.
 func TestPublicHostIsWired(t *testing.T) {
 	p := startForLine(t, "--public-host", "rooms.example.com")
-	get := func(url, host string) int {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.Host = host
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
-	}
 	for _, tc := range []struct {
 		host string
 		want int
@@ -265,7 +252,7 @@ func TestPublicHostIsWired(t *testing.T) {
 		{"rebind.evil.example", http.StatusMisdirectedRequest},
 	} {
 		for _, url := range []string{p.Public + "/healthz", p.Admin + "/admin/stats"} {
-			if got := get(url, tc.host); got != tc.want {
+			if got := getStatus(t, url, "Host", tc.host); got != tc.want {
 				t.Errorf("GET %s with Host %q: %d, want %d", url, tc.host, got, tc.want)
 			}
 		}
@@ -273,4 +260,20 @@ func TestPublicHostIsWired(t *testing.T) {
 	if got, _ := startLine(t, p)["public_host"].(string); got != "rooms.example.com" {
 		t.Fatalf("start-up line public_host %q", got)
 	}
+}
+
+// getStatus is the status of a GET of url with headers as name, value pairs ("Host"
+// sets the Host header).
+func getStatus(t *testing.T, url string, headers ...string) int {
+	t.Helper()
+	req, err := gatewaytest.NewRequest(context.Background(), http.MethodGet, url, nil, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
 }
