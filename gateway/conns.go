@@ -12,11 +12,11 @@ import (
 
 // LimitListener wraps l so that one peer address (an IPv6 one by its /64, addrKey)
 // holds at most MaxConnsPerIP open connections that are not serving a stream: a new
-// connection beyond the cap is
-// closed as soon as it is accepted, before anything is read from it. A connection
-// leaves the count while it serves a stream (MaxStreamsPerIP bounds those) and joins
-// it again when the stream ends. The counts hold one entry per address with an open
-// connection, and no more. With no cap l is returned as is.
+// connection beyond the cap is closed as soon as it is accepted, before anything is
+// read from it. A connection leaves the count while it serves a stream
+// (MaxStreamsPerIP bounds those) and joins it again when the stream ends. The counts
+// hold one entry per address with an open connection, and no more. With no cap l is
+// returned as is.
 //
 // The counts reach the stream handler through the connection: set the server's
 // ConnContext to s.ConnContext.
