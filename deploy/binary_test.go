@@ -147,7 +147,10 @@ type podRun struct {
 	settings map[string]any
 	// goMemLimit is the Go runtime's memory limit in bytes, as its metrics say.
 	goMemLimit float64
-	err        error
+	// hosts is, for each Host header probed, the status of GET /healthz on the
+	// public listener and of GET /metrics on the admin listener.
+	hosts map[string][2]int
+	err   error
 }
 
 var (
@@ -156,30 +159,31 @@ var (
 )
 
 // runPod starts the binary with args and env (listeners on loopback, --redis
-// pointed at nothing), reads its start-up line and metrics, then SIGTERMs it and
-// waits for a clean exit. Runs are cached by args and env.
-func runPod(args []string, env [][2]string) *podRun {
-	key, _ := json.Marshal([]any{args, env})
+// pointed at nothing), reads its start-up line and metrics, asks both listeners
+// for a page with each of hosts as the Host header, then SIGTERMs it and waits for
+// a clean exit. Runs are cached by args, env and hosts.
+func runPod(args []string, env [][2]string, hosts []string) *podRun {
+	key, _ := json.Marshal([]any{args, env, hosts})
 	runsMu.Lock()
 	defer runsMu.Unlock()
 	if r, ok := runs[string(key)]; ok {
 		return r
 	}
 	r := &podRun{}
-	r.settings, r.goMemLimit, r.err = startPod(args, env)
+	r.settings, r.goMemLimit, r.hosts, r.err = startPod(args, env, hosts)
 	runs[string(key)] = r
 	return r
 }
 
-func startPod(args []string, env [][2]string) (map[string]any, float64, error) {
+func startPod(args []string, env [][2]string, hosts []string) (map[string]any, float64, map[string][2]int, error) {
 	listeners, err := listenerFlags()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	// Never start the binary on the manifest's addresses (every interface).
 	for _, l := range []string{"addr", "admin-addr"} {
 		if !slices.Contains(listeners, l) {
-			return nil, 0, fmt.Errorf("-help shows no loopback default for --%s: cannot move it to loopback (listener flags found: %q)", l, listeners)
+			return nil, 0, nil, fmt.Errorf("-help shows no loopback default for --%s: cannot move it to loopback (listener flags found: %q)", l, listeners)
 		}
 	}
 	var argv []string
@@ -230,7 +234,7 @@ func startPod(args []string, env [][2]string) (map[string]any, float64, error) {
 		},
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("the gateway refuses these args and env: %w", err)
+		return nil, 0, nil, fmt.Errorf("the gateway refuses these args and env: %w", err)
 	}
 	defer p.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -239,37 +243,61 @@ func startPod(args []string, env [][2]string) (map[string]any, float64, error) {
 	select {
 	case line = <-started:
 	case <-ctx.Done():
-		return nil, 0, errors.New("the launcher saw the start-up line, the log reader did not")
+		return nil, 0, nil, errors.New("the launcher saw the start-up line, the log reader did not")
 	}
 	var settings map[string]any
 	if err := json.Unmarshal(line, &settings); err != nil {
-		return nil, 0, fmt.Errorf("start-up line %q: %w", line, err)
+		return nil, 0, nil, fmt.Errorf("start-up line %q: %w", line, err)
 	}
 	metrics, err := gatewaytest.Scrape(ctx, http.DefaultClient, p.Admin+"/metrics")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	limit := metrics.Value("go_gc_gomemlimit_bytes")
+	served := map[string][2]int{}
+	for _, h := range hosts {
+		var st [2]int
+		for i, url := range []string{p.Public + "/healthz", p.Admin + "/metrics"} {
+			if st[i], err = statusWithHost(ctx, url, h); err != nil {
+				return nil, 0, nil, err
+			}
+		}
+		served[h] = st
+	}
 	// A drain waits --drain-delay; the second SIGTERM closes at once. The second is
 	// sent once the first was handled, or the kernel could merge the two.
 	if err := p.Signal(syscall.SIGTERM); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	select {
 	case <-draining:
 	case <-p.Done():
 	case <-ctx.Done():
-		return nil, 0, errors.New("the gateway did not start draining on SIGTERM")
+		return nil, 0, nil, errors.New("the gateway did not start draining on SIGTERM")
 	}
 	_ = p.Signal(syscall.SIGTERM)
 	code, err := p.Wait(10 * time.Second)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if code != 0 {
-		return nil, 0, fmt.Errorf("the gateway exited %d after SIGTERM:\n%s", code, p.Log())
+		return nil, 0, nil, fmt.Errorf("the gateway exited %d after SIGTERM:\n%s", code, p.Log())
 	}
-	return settings, limit, nil
+	return settings, limit, served, nil
+}
+
+// statusWithHost is the status of a GET of url sent with host as the Host header.
+func statusWithHost(ctx context.Context, url, host string) (int, error) {
+	req, err := gatewaytest.NewRequest(ctx, http.MethodGet, url, nil, "Host", host)
+	if err != nil {
+		return 0, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	return res.StatusCode, nil
 }
 
 // duration is a duration setting of the start-up line.

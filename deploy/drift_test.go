@@ -42,6 +42,7 @@ var deployChecks = []deployCheck{
 	{name: "service links are off", check: checkServiceLinks},
 	{name: "Prometheus scrapes the admin port", check: checkPrometheus},
 	{name: "ingresses route to the public port with SSE settings", check: checkIngresses},
+	{name: "pods answer the ingresses' hosts (--public-host) and their pod IP", check: checkServedHosts},
 	{name: "ingress body limits are the flags' as nginx reads them", check: checkIngressBodySize, nginx: true},
 	{name: "nginx accepts nginx.conf", check: checkNginx, nginx: true},
 	{name: "nginx.conf body limits are the flags' as nginx reads them", check: checkNginxBodySize, nginx: true},
@@ -169,6 +170,10 @@ func TestDeployDriftChecksBite(t *testing.T) {
 				t.Fatal("no Ingress to break")
 			}
 			tree.ingresses[0].Annotations[nginxIngress+"proxy-read-timeout"] = "10"
+		},
+		"pods answer the ingresses' hosts (--public-host) and their pod IP": func(_ *testing.T, _ *deployTree, d *deployment) {
+			c := d.gateway()
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--public-host=") })
 		},
 		"ingress body limits are the flags' as nginx reads them": func(t *testing.T, tree *deployTree, _ *deployment) {
 			if len(tree.ingresses) == 0 {

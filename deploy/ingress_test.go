@@ -3,6 +3,8 @@ package deploy_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,4 +153,57 @@ func ingressBackend(tree *deployTree, d *deployment, b networkingv1.IngressBacke
 		return fmt.Errorf("Service %s has no port %+v", s.Name, b.Service.Port)
 	}
 	return fmt.Errorf("no Service %q under deploy/", b.Service.Name)
+}
+
+// podIPHost is the Host header of a request by pod IP: the kubelet's probes and
+// Prometheus's scrapes.
+const podIPHost = "10.0.0.12:8080"
+
+// servedHosts are the Host headers the pods must answer: every host the Ingresses
+// route (a wildcard host *.example.com as one name under it), and a pod IP.
+func (tree *deployTree) servedHosts() []string {
+	hosts := []string{podIPHost}
+	add := func(h string) {
+		if rest, ok := strings.CutPrefix(h, "*."); ok {
+			h = "probe." + rest
+		}
+		if h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	for _, ing := range tree.ingresses {
+		for _, r := range ing.Spec.Rules {
+			add(r.Host)
+		}
+		for _, t := range ing.Spec.TLS {
+			for _, h := range t.Hosts {
+				add(h)
+			}
+		}
+	}
+	return hosts
+}
+
+// checkServedHosts asks the binary started with the pod's args: its public listener
+// must answer every host the Ingresses route to it (behind a proxy the Host is the
+// public name, which --public-host must list, or every request is 421), and both
+// listeners a request by pod IP.
+func checkServedHosts(tree *deployTree, d *deployment) error {
+	r, err := d.run(tree)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range tree.servedHosts() {
+		st, ok := r.hosts[h]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("Host %q was not probed", h))
+		case st[0] != http.StatusOK:
+			errs = append(errs, fmt.Errorf("GET /healthz with Host %q: %d, want 200 (an Ingress routes this host: list it in --public-host)", h, st[0]))
+		case h == podIPHost && st[1] != http.StatusOK:
+			errs = append(errs, fmt.Errorf("GET /metrics on the admin listener with Host %q (a scrape by pod IP): %d, want 200", h, st[1]))
+		}
+	}
+	return errors.Join(errs...)
 }

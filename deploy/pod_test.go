@@ -63,7 +63,7 @@ func (d *deployment) run(tree *deployTree) (*podRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := runPod(args, d.env(tree))
+	r := runPod(args, d.env(tree), tree.servedHosts())
 	return r, r.err
 }
 

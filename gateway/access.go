@@ -234,7 +234,7 @@ func (s *Server) anonymousAddress(r *http.Request) string {
 	if !counted {
 		return ""
 	}
-	return addr
+	return addr.String()
 }
 
 func sessionKeys(p auth.Principal) []string {

@@ -1,8 +1,8 @@
 package gateway
 
 import (
-	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +38,7 @@ type admission struct {
 
 	open atomic.Int64
 	mu   sync.Mutex
-	byIP map[string]int
+	byIP map[netip.Addr]int // by addrKey
 
 	// rateMu serialises reading the clock with taking a token: rate.Limiter.Allow
 	// reads time.Now before its own lock, so a caller descheduled in between hands
@@ -48,7 +48,7 @@ type admission struct {
 }
 
 func newAdmission(cfg Config) *admission {
-	a := &admission{max: int64(cfg.MaxStreams), maxPerIP: cfg.MaxStreamsPerIP, ipHeader: cfg.ClientIPHeader, byIP: map[string]int{},
+	a := &admission{max: int64(cfg.MaxStreams), maxPerIP: cfg.MaxStreamsPerIP, ipHeader: cfg.ClientIPHeader, byIP: map[netip.Addr]int{},
 		loopbackUncapped: cfg.LoopbackUncapped && cfg.ClientIPHeader == ""}
 	if cfg.AcceptRate > 0 {
 		a.limiter = rate.NewLimiter(rate.Limit(cfg.AcceptRate), max(cfg.AcceptBurst, 1))
@@ -63,7 +63,8 @@ func (a *admission) admit(r *http.Request) (release func(), reason string) {
 		return nil, rejectCapacity
 	}
 	// counted: the stream holds a place in byIP[ip], which release gives back.
-	ip, counted := "", false
+	var ip netip.Addr
+	counted := false
 	if a.maxPerIP > 0 {
 		ip, counted = a.address(r)
 	}
@@ -102,7 +103,7 @@ func (a *admission) allowRate() bool {
 	return a.limiter.AllowN(time.Now(), 1)
 }
 
-func (a *admission) releaseIP(ip string) {
+func (a *admission) releaseIP(ip netip.Addr) {
 	a.mu.Lock()
 	if a.byIP[ip]--; a.byIP[ip] <= 0 {
 		delete(a.byIP, ip)
@@ -110,33 +111,48 @@ func (a *admission) releaseIP(ip string) {
 	a.mu.Unlock()
 }
 
-// address is the client address r counts against per-address caps, and whether it
-// counts at all: a loopback peer does not when loopback is uncapped.
-func (a *admission) address(r *http.Request) (string, bool) {
+// address is the client address r counts against per-address caps (clientIP), and
+// whether it counts at all: a loopback peer does not when loopback is uncapped.
+func (a *admission) address(r *http.Request) (netip.Addr, bool) {
 	if a.loopbackUncapped && isLoopback(r.RemoteAddr) {
-		return "", false
+		return netip.Addr{}, false
 	}
 	return a.clientIP(r), true
 }
 
-// clientIP is the peer's address, or, when a trusted proxy header is configured and
-// present, the address the nearest proxy put there: the last entry of a list such
-// as X-Forwarded-For, which the client cannot forge.
-func (a *admission) clientIP(r *http.Request) string {
+// clientIP is what the per-address cap counts a request as (addrKey, so an IPv6
+// address by its /64): when a trusted proxy header is configured and its last entry
+// is an IP address, that address, which the nearest proxy put there and the client
+// cannot forge (the last entry of a list such as X-Forwarded-For); otherwise the
+// peer's address. An entry that is not an address (a name, "unknown", a typo of the
+// proxy's) is not counted as one: every such request would be a new "address".
+// Requests from a peer that is not an IP address share the zero Addr.
+func (a *admission) clientIP(r *http.Request) netip.Addr {
 	if a.ipHeader != "" {
 		if v := r.Header.Values(a.ipHeader); len(v) > 0 {
-			last := v[len(v)-1]
-			if i := strings.LastIndexByte(last, ','); i >= 0 {
-				last = last[i+1:]
-			}
-			if ip := strings.TrimSpace(last); ip != "" {
-				return ip
+			if ip, ok := forwardedAddr(v[len(v)-1]); ok {
+				return addrKey(ip)
 			}
 		}
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return addrKey(ap.Addr())
 	}
-	return host
+	return netip.Addr{}
+}
+
+// forwardedAddr is the last entry of a proxy header's list (X-Forwarded-For:
+// client, proxy1, proxy2), when it is an IP address, with or without a port.
+func forwardedAddr(v string) (netip.Addr, bool) {
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	v = strings.TrimSpace(v)
+	if ip, err := netip.ParseAddr(v); err == nil {
+		return ip, true
+	}
+	if ap, err := netip.ParseAddrPort(v); err == nil {
+		return ap.Addr(), true
+	}
+	return netip.Addr{}, false
 }

@@ -81,3 +81,32 @@ func TestAdmissionPerClientIP(t *testing.T) {
 	expectAnchor(t, fwd.subscribe(t, "r", "", "X-Forwarded-For", "3.3.3.3"))
 	turnedAway(t, fwd.subscribe(t, "r", "", "X-Forwarded-For", "3.3.3.3"), cfg)
 }
+
+// TestAdmissionClientIPHeaderValues: the per-address cap counts the trusted header's
+// last entry only when it is an IP address (with or without a port); anything else
+// counts as the peer's address, not as an address of its own. An IPv6 address counts
+// by its /64.
+func TestAdmissionClientIPHeaderValues(t *testing.T) {
+	cfg := gateway.Config{MaxStreamsPerIP: 1, ClientIPHeader: "X-Forwarded-For", RetryMin: time.Second, RetryMax: 2 * time.Second}
+	p := newPod(t, podConfig{gw: cfg})
+	admitted := func(xff string) {
+		t.Helper()
+		expectAnchor(t, p.subscribe(t, "r", "", "X-Forwarded-For", xff))
+	}
+	refused := func(xff string) {
+		t.Helper()
+		turnedAway(t, p.subscribe(t, "r", "", "X-Forwarded-For", xff), cfg)
+	}
+	// Names and junk are the peer (127.0.0.1): the first takes its place.
+	admitted("10.0.0.1, not-an-address")
+	refused("unknown")
+	refused("10.0.0.2, 999.1.1.1")
+	refused("127.0.0.1")
+	// An address with a port is the address.
+	admitted("10.0.0.5:4711")
+	refused("10.0.0.5")
+	// IPv6 by /64.
+	admitted("2001:db8:1:2::1")
+	refused("[2001:db8:1:2::99]:80")
+	admitted("2001:db8:1:3::1")
+}

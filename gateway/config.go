@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/roomcast/roomcast/gateway/auth"
+	"github.com/roomcast/roomcast/replay"
 )
 
 // Config configures a Server. Every zero value means "the default".
@@ -33,8 +34,9 @@ type Config struct {
 	// closed (default 10s). Requests without a body, streams among them, are not
 	// bounded by it.
 	BodyTimeout time.Duration
-	// MaxConnsPerIP caps the connections one peer address may hold open on a
-	// listener wrapped by LimitListener, streams not counted (zero: no cap).
+	// MaxConnsPerIP caps the connections one peer address (an IPv6 address by its
+	// /64) may hold open on a listener wrapped by LimitListener, streams not counted
+	// (zero: no cap).
 	MaxConnsPerIP int
 	// PublishToken, when set, is the bearer token publishers must send; when empty,
 	// only loopback clients may publish. It is ignored when Auth is set (give the
@@ -64,16 +66,27 @@ type Config struct {
 	// check. ["*"] allows every origin, without credentials, and trusts none for
 	// state-changing requests. Empty: no CORS headers at all.
 	AllowOrigins []string
+	// PublicHosts lists the host names the listeners serve besides localhost and IP
+	// addresses, which they always serve: names (rooms.example.com) or patterns
+	// *.example.com (every name under example.com), any port; ["*"] serves every
+	// host. A request whose Host header names another host is answered 421 (DNS
+	// rebinding: a page whose name resolves to a loopback address would otherwise
+	// share the loopback trust). Empty: localhost and IP addresses only.
+	PublicHosts []string
 	// AdminToken, when set, is the bearer token the admin listener requires on
 	// /admin/* and /debug/*; /metrics and the operator page stay open. Empty: no
 	// token is asked for.
 	AdminToken string
+	// Cmdline is the command line /debug/pprof/cmdline shows, with the values of
+	// secrets already replaced (net/http/pprof's shows os.Args, tokens passed as
+	// flags included). Nil: the program's name alone.
+	Cmdline []string
 	// MetricsApart, when set, takes /metrics off the admin listener: Metrics serves
 	// it on a listener of its own. False: the admin listener serves it.
 	MetricsApart bool
 	// PodID names this pod in the occupancy answers of /admin/rooms, in the
-	// WebSocket client registry and in the notices pods send each other (default:
-	// the hostname).
+	// WebSocket client registry and in the notices pods send each other; it must
+	// pass replay.ValidPodID (default: the hostname, else "pod").
 	PodID string
 	// PublishTimeout bounds one publish's call to the log (default 5s).
 	PublishTimeout time.Duration
@@ -88,14 +101,16 @@ type Config struct {
 	AcceptBurst int
 	// MaxStreams caps the pod's concurrent streams (zero: no cap).
 	MaxStreams int
-	// MaxStreamsPerIP caps concurrent streams per client address (zero: no cap).
+	// MaxStreamsPerIP caps concurrent streams per client address, an IPv6 address by
+	// its /64 (zero: no cap).
 	MaxStreamsPerIP int
 	// LoopbackUncapped exempts loopback peers from MaxStreamsPerIP when no
 	// ClientIPHeader is set: such a peer is the machine itself or a proxy on it, in
 	// front of every client at once, and capping it would cap the pod.
 	LoopbackUncapped bool
 	// ClientIPHeader names a header set by a trusted proxy with the client's
-	// address (for example X-Forwarded-For, whose last entry is used); empty: the
+	// address (for example X-Forwarded-For, whose last entry is used when it is an
+	// IP address, with or without a port; otherwise the peer address is); empty: the
 	// peer address. Only set it behind a proxy that always sets the header.
 	ClientIPHeader string
 	// WSPing is the interval of the pings the server sends on a WebSocket
@@ -140,10 +155,11 @@ func (c *Config) fill() error {
 	def(&c.WSHelloTimeout, 10*time.Second)
 	def(&c.OwnerTTL, 30*time.Second)
 	if c.PodID == "" {
-		c.PodID, _ = os.Hostname()
-		if c.PodID == "" {
+		if c.PodID, _ = os.Hostname(); !replay.ValidPodID(c.PodID) {
 			c.PodID = "pod"
 		}
+	} else if !replay.ValidPodID(c.PodID) {
+		return fmt.Errorf("gateway: pod id %q: must be 1 to %d printable ASCII bytes without spaces", c.PodID, replay.MaxPodIDLen)
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = 64 << 10
@@ -166,12 +182,22 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Cmdline == nil {
+		c.Cmdline = os.Args[:min(len(os.Args), 1)]
+	}
 	if len(c.AllowOrigins) > 0 {
 		origins, err := CheckOrigins(c.AllowOrigins)
 		if err != nil {
 			return err
 		}
 		c.AllowOrigins = origins
+	}
+	if len(c.PublicHosts) > 0 {
+		hosts, err := CheckHosts(c.PublicHosts)
+		if err != nil {
+			return err
+		}
+		c.PublicHosts = hosts
 	}
 	switch {
 	case c.RetryMin <= 0 || c.RetryMax < c.RetryMin:

@@ -39,4 +39,11 @@ func TestNewRefusesAHeartbeatThatPanicsStreams(t *testing.T) {
 			t.Errorf("heartbeat %s: err %v, want a refusal naming the heartbeat", hb, err)
 		}
 	}
+	// A pod id names the pod in the registry and the notices pods send each other.
+	for _, id := range []string{"a b", "a\nb", strings.Repeat("p", replay.MaxPodIDLen+1)} {
+		_, err := gateway.New(mem, reg, dr, gateway.Config{PodID: id})
+		if err == nil || !strings.Contains(err.Error(), "pod id") {
+			t.Errorf("pod id %q: err %v, want a refusal naming the pod id", id, err)
+		}
+	}
 }

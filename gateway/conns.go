@@ -10,12 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// LimitListener wraps l so that one peer address holds at most MaxConnsPerIP open
-// connections that are not serving a stream: a new connection beyond the cap is
-// closed as soon as it is accepted, before anything is read from it. A connection
-// leaves the count while it serves a stream (MaxStreamsPerIP bounds those) and joins
-// it again when the stream ends. The counts hold one entry per address with an open
-// connection, and no more. With no cap l is returned as is.
+// LimitListener wraps l so that one peer address (an IPv6 one by its /64, addrKey)
+// holds at most MaxConnsPerIP open connections that are not serving a stream: a new
+// connection beyond the cap is closed as soon as it is accepted, before anything is
+// read from it. A connection leaves the count while it serves a stream
+// (MaxStreamsPerIP bounds those) and joins it again when the stream ends. The counts
+// hold one entry per address with an open connection, and no more. With no cap l is
+// returned as is.
 //
 // The counts reach the stream handler through the connection: set the server's
 // ConnContext to s.ConnContext.
@@ -86,17 +87,29 @@ func (l *connLimiter) add(ip netip.Addr, d int) {
 	l.mu.Unlock()
 }
 
-// peerAddr is the connection's peer address, IPv4 in IPv6 unmapped; the zero Addr
+// peerAddr is the key of the connection's peer address (addrKey); the zero Addr
 // when it is not an IP address (all such peers share one count).
 func peerAddr(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap()
+		return addrKey(ta.AddrPort().Addr())
 	}
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
 		return netip.Addr{}
 	}
-	return ap.Addr().Unmap()
+	return addrKey(ap.Addr())
+}
+
+// addrKey is what a per-address cap counts a client address as: an IPv4 address
+// (mapped into IPv6 or not) as itself, an IPv6 address as its /64, the smallest
+// network a site is given, so that one holder of a /64 cannot pass the cap by
+// picking a new address for every connection.
+func addrKey(a netip.Addr) netip.Addr {
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a
+	}
+	return netip.PrefixFrom(a, 64).Masked().Addr()
 }
 
 // limitedConn is a connection in its address's count while counted is set.

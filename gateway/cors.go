@@ -22,8 +22,8 @@ var corsAllowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-I
 // a page may read: Retry-After on a 503 or a 429 says when to try again.
 var corsExposedHeaders = []string{"Retry-After"}
 
-// maxOrigins bounds --allow-origin.
-const maxOrigins = 256
+// maxListEntries bounds --allow-origin and --public-host.
+const maxListEntries = 256
 
 // CheckOrigins validates a list of allowed origins and returns it normalized (the
 // scheme and host in lower case, as browsers send them). Each origin is
@@ -32,20 +32,26 @@ const maxOrigins = 256
 // browser's Origin header never names the default port. "*" allows every origin,
 // without credentials, and may only stand alone.
 func CheckOrigins(origins []string) ([]string, error) {
-	if len(origins) > maxOrigins {
-		return nil, fmt.Errorf("gateway: %d allowed origins: at most %d", len(origins), maxOrigins)
+	return checkList(origins, "allowed origin", "it allows every origin, without credentials", checkOrigin)
+}
+
+// checkList validates a configured list (what names an entry in messages): at most
+// maxListEntries entries, each normalized by check, or "*" alone (all, as star says).
+func checkList(list []string, what, star string, check func(string) (string, error)) ([]string, error) {
+	if len(list) > maxListEntries {
+		return nil, fmt.Errorf("gateway: %d %ss: at most %d", len(list), what, maxListEntries)
 	}
-	out := make([]string, 0, len(origins))
-	for _, o := range origins {
-		if o == "*" {
-			if len(origins) > 1 {
-				return nil, errors.New(`gateway: allowed origin "*" must stand alone: it allows every origin, without credentials`)
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		if e == "*" {
+			if len(list) > 1 {
+				return nil, fmt.Errorf("gateway: %s \"*\" must stand alone: %s", what, star)
 			}
 			return []string{"*"}, nil
 		}
-		n, err := checkOrigin(o)
+		n, err := check(e)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: allowed origin %q: %w", o, err)
+			return nil, fmt.Errorf("gateway: %s %q: %w", what, e, err)
 		}
 		out = append(out, n)
 	}

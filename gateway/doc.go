@@ -34,7 +34,10 @@
 //
 // # Edge
 //
-// Before routing, both listeners refuse state-changing requests a browser marks as
+// Before anything else, every listener answers 421 to a request whose Host names
+// neither localhost, an IP address nor one of Config.PublicHosts (DNS rebinding
+// would otherwise lend a foreign page the loopback trust). Then, before routing,
+// both listeners refuse state-changing requests a browser marks as
 // cross-origin unless they carry a bearer credential, bound how long a request body
 // may take (streams have none), and close the connection after an answer sent before
 // the body was read. LimitListener caps the connections one peer address holds that

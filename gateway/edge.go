@@ -15,6 +15,7 @@ type edgeMetrics struct {
 	crossOrigin  prometheus.Counter
 	connsRefused prometheus.Counter
 	adminRefused prometheus.Counter
+	hostRefused  prometheus.Counter
 }
 
 func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
@@ -31,8 +32,12 @@ func newEdgeMetrics(reg prometheus.Registerer) (*edgeMetrics, error) {
 			Name: "roomcast_admin_unauthorized_total",
 			Help: "Requests to /admin/ or /debug/ on the admin listener refused for a missing or wrong admin token.",
 		}),
+		hostRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomcast_host_refused_total",
+			Help: "Requests refused with 421 because their Host header names a host the gateway does not serve (--public-host).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.crossOrigin, m.connsRefused, m.adminRefused} {
+	for _, c := range []prometheus.Collector{m.crossOrigin, m.connsRefused, m.adminRefused, m.hostRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -30,7 +30,7 @@ func FuzzEdge(f *testing.F) {
 	h := p.srv.Public()
 	f.Fuzz(func(t *testing.T, m uint8, path, site, origin, auth, encoding, contentType string, body []byte) {
 		method := methods[int(m)%len(methods)]
-		req := httptest.NewRequest(method, "/", bytes.NewReader(body))
+		req := httptest.NewRequest(method, "http://127.0.0.1/", bytes.NewReader(body))
 		if method == http.MethodGet {
 			// A GET may open a stream, which lasts until its client goes away.
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)

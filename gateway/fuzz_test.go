@@ -125,7 +125,7 @@ func FuzzPublish(f *testing.F) {
 	p := newPod(f, podConfig{gw: gateway.Config{MaxBody: 512}})
 	h := p.srv.Public()
 	f.Fuzz(func(t *testing.T, room, contentType, typ, key string, body []byte) {
-		req := httptest.NewRequest(http.MethodPost, "/rooms/x/events", bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/rooms/x/events", bytes.NewReader(body))
 		req.URL.Path = "/rooms/" + room + "/events"
 		req.RemoteAddr = "127.0.0.1:1"
 		req.Header.Set("Content-Type", contentType)

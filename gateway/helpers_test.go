@@ -135,14 +135,15 @@ type response struct {
 	body   string
 }
 
-// do sends one request; headers come as name, value pairs.
+// do sends one request; headers come as name, value pairs ("Host" sets the Host
+// header in place of the URL's).
 func do(t testing.TB, method, url, body string, headers ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	req, err := gatewaytest.NewRequest(context.Background(), method, url, strings.NewReader(body), headers...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := doRequest(t, req, headers...)
+	res := doRequest(t, req)
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return response{status: res.StatusCode, header: res.Header, body: string(b)}

@@ -69,7 +69,7 @@ func stalledStream(t *testing.T, p *pod, path string) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	_ = c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path)
 	return c
 }
 

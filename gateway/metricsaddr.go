@@ -15,7 +15,7 @@ func (s *Server) Metrics() http.Handler {
 	r.Use(middleware.GetHead)
 	r.Handle("/metrics", s.metricsHandler())
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
-	return s.edge(r)
+	return s.hosts(s.edge(r))
 }
 
 func (s *Server) metricsHandler() http.Handler {

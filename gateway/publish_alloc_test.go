@@ -31,7 +31,7 @@ func TestPublishAllocations(t *testing.T) {
 	reqs := make([]*http.Request, runs+1)
 	recs := make([]*httptest.ResponseRecorder, runs+1)
 	for i := range reqs {
-		reqs[i] = httptest.NewRequest(http.MethodPost, "/rooms/alloc"+strconv.Itoa(i%8)+"/events", bytes.NewReader(body))
+		reqs[i] = httptest.NewRequest(http.MethodPost, "http://127.0.0.1/rooms/alloc"+strconv.Itoa(i%8)+"/events", bytes.NewReader(body))
 		reqs[i].Header.Set("Content-Type", "application/json")
 		reqs[i].RemoteAddr = "127.0.0.1:1234"
 		recs[i] = httptest.NewRecorder()
@@ -77,7 +77,7 @@ func TestBatchPublishAllocations(t *testing.T) {
 	reqs := make([]*http.Request, runs+1)
 	recs := make([]*httptest.ResponseRecorder, runs+1)
 	for i := range reqs {
-		reqs[i] = httptest.NewRequest(http.MethodPost, "/events", bytes.NewReader(body.Bytes()))
+		reqs[i] = httptest.NewRequest(http.MethodPost, "http://127.0.0.1/events", bytes.NewReader(body.Bytes()))
 		reqs[i].Header.Set("Content-Type", "application/json")
 		reqs[i].RemoteAddr = "127.0.0.1:1234"
 		recs[i] = httptest.NewRecorder()

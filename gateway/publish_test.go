@@ -71,7 +71,7 @@ func TestPublishWithoutTokenIsLoopbackOnly(t *testing.T) {
 		remote string
 		status int
 	}{{"10.1.2.3:4567", 403}, {"[2001:db8::1]:80", 403}, {"127.0.0.1:5555", 201}, {"[::1]:5555", 201}} {
-		req := httptest.NewRequest(http.MethodPost, "/rooms/r/events", strings.NewReader(`1`))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/rooms/r/events", strings.NewReader(`1`))
 		req.RemoteAddr = tc.remote
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()

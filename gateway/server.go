@@ -3,9 +3,11 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,8 @@ type Server struct {
 	cfg   Config
 	m     *metrics
 	edgeM *edgeMetrics
+
+	hostPolicy hostPolicy // the Host headers the listeners answer
 
 	admission *admission
 
@@ -73,7 +77,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	}
 	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
 		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms, cfg.MaxAnonymousRoomsPerIP), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
-		wsClaims: map[string]*claimTurn{}, conns: cfg.Connections}
+		wsClaims: map[string]*claimTurn{}, conns: cfg.Connections, hostPolicy: newHostPolicy(cfg.PublicHosts)}
 	if s.conns == nil {
 		s.conns = NewConnections(reg)
 	}
@@ -139,7 +143,7 @@ func (s *Server) Public() http.Handler {
 	r.Get("/ws", uncounted(s.websocket))
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
-	return s.cors(s.edge(r, s.trustedOrigins()...))
+	return s.hosts(s.cors(s.edge(r, s.trustedOrigins()...)))
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
@@ -160,12 +164,20 @@ func (s *Server) Admin() http.Handler {
 	r.Get("/admin/clients/{id}", s.adminClient)
 	r.Post("/admin/clients/{id}/close", s.adminClientClose)
 	r.HandleFunc("/debug/pprof/*", pprof.Index)
-	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/cmdline", s.cmdline)
 	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
-	return s.edge(s.adminGuard(r))
+	return s.hosts(s.edge(s.adminGuard(r)))
+}
+
+// cmdline is net/http/pprof's Cmdline over Config.Cmdline, whose secrets are
+// replaced, instead of os.Args.
+func (s *Server) cmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, strings.Join(s.cfg.Cmdline, "\x00"))
 }
 
 // readyz follows the drain lifecycle only, never the backend (see healthReporter).

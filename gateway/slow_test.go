@@ -32,7 +32,7 @@ func TestSlowConsumerIsClosedAndMemoryStaysBounded(t *testing.T) {
 	defer stalled.Close()
 	// A tiny receive buffer so that the kernel cannot absorb the whole room.
 	_ = stalled.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(stalled, "GET /rooms/big/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(stalled, "GET /rooms/big/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	replaytest.Eventually(t, 10*time.Second, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
 
 	var got []uint64
@@ -140,7 +140,7 @@ func TestWriteDeadlineClosesAStalledClient(t *testing.T) {
 	}
 	defer stalled.Close()
 	_ = stalled.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(stalled, "GET /rooms/w/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(stalled, "GET /rooms/w/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	replaytest.Eventually(t, 10*time.Second, "stalled client joined", func() bool { return p.rooms.Len() == 1 })
 
 	body := `"` + strings.Repeat("y", 256<<10) + `"`

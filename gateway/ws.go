@@ -297,9 +297,12 @@ func (s *Server) wsTrustedOrigin(r *http.Request) bool {
 	return false
 }
 
+// sameHost reports whether origin is the gateway's own: the request's scheme
+// (requestScheme) and host. A page on https://host is not the origin of a plain
+// http://host connection, nor the other way round.
 func sameHost(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	return err == nil && strings.EqualFold(u.Scheme, requestScheme(r)) && strings.EqualFold(u.Host, r.Host)
 }
 
 // run serves the connection: the hello, the welcome and replay, then live. It

@@ -128,7 +128,7 @@ func openIdle(t *testing.T, g *gatewaytest.Process, kind string, n int) func() {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(c, "GET /rooms/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", room)
+			fmt.Fprintf(c, "GET /rooms/%s/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", room)
 			br := bufio.NewReader(c)
 			if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
 				t.Fatalf("stream %d: %q %v", i, line, err)
@@ -200,7 +200,7 @@ func fanout(t *testing.T, kind string, n, events int) []time.Duration {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			fmt.Fprintf(c, "GET /rooms/fan/events HTTP/1.1\r\nHost: x\r\n\r\n")
+			fmt.Fprintf(c, "GET /rooms/fan/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil || res.StatusCode != http.StatusOK {
 				t.Fatalf("stream: %v", err)

@@ -9,8 +9,9 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 )
 
-// checkAccess settles the access flags: --metrics-addr checked, --allow-origin
-// checked and normalized in place, and the admin token read from --admin-token-file.
+// checkAccess settles the access flags: --metrics-addr checked, --public-host and
+// --allow-origin checked and normalized in place, and the admin token read from
+// --admin-token-file.
 func checkAccess(c *config, fromEnv map[string]bool) error {
 	if c.MetricsAddr != "" {
 		if err := checkListenAddr(c.MetricsAddr); err != nil {
@@ -19,6 +20,13 @@ func checkAccess(c *config, fromEnv map[string]bool) error {
 		if !strings.HasSuffix(c.MetricsAddr, ":0") && (c.MetricsAddr == c.Addr || c.MetricsAddr == c.AdminAddr) {
 			return fmt.Errorf("%s %q: must differ from --addr and --admin-addr", flagRef("metrics-addr", fromEnv), c.MetricsAddr)
 		}
+	}
+	if len(c.PublicHosts) > 0 {
+		hosts, err := gateway.CheckHosts(c.PublicHosts)
+		if err != nil {
+			return fmt.Errorf("%s: %w", flagRef("public-host", fromEnv), errors.New(strings.TrimPrefix(err.Error(), "gateway: ")))
+		}
+		c.PublicHosts = hosts
 	}
 	if c.AllowOrigin != "" {
 		var list []string

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 func TestAllowOriginFlag(t *testing.T) {
@@ -122,16 +125,10 @@ func TestAdminTokenFileGuardsTheAdminListener(t *testing.T) {
 	path := writeFile(t, "admin-token", token+"\n")
 	p := startForLine(t, "--admin-token-file", path, "--drain-delay", "0s", "--drain-window", "100ms", "--drain-timeout", "5s")
 	get := func(url, auth string) int {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
+		if auth == "" {
+			return getStatus(t, url)
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
+		return getStatus(t, url, "Authorization", auth)
 	}
 	for _, tc := range []struct {
 		path, auth string
@@ -199,4 +196,84 @@ func TestAllowOriginIsWired(t *testing.T) {
 	if got, _ := startLine(t, p)["allow_origin"].(string); got != origin {
 		t.Fatalf("start-up line allow_origin %q", got)
 	}
+}
+
+func TestPublicHostFlag(t *testing.T) {
+	good := []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{nil, "", ""},
+		{[]string{"--public-host", "Rooms.Example.com"}, "", "rooms.example.com"},
+		{[]string{"--public-host", "rooms.example.com", "--public-host", "*.apps.example.com"}, "", "rooms.example.com,*.apps.example.com"},
+		{[]string{"--public-host", "rooms.example.com, *.apps.example.com"}, "", "rooms.example.com,*.apps.example.com"},
+		{nil, "rooms.example.com,*.apps.example.com", "rooms.example.com,*.apps.example.com"},
+		{[]string{"--public-host", "*"}, "", "*"},
+	}
+	for _, tc := range good {
+		c, err := parseConfig(tc.args, func(k string) string {
+			if k == "ROOMCAST_PUBLIC_HOST" {
+				return tc.env
+			}
+			return ""
+		}, io.Discard)
+		if err != nil || c.PublicHosts.String() != tc.want {
+			t.Errorf("%q, ROOMCAST_PUBLIC_HOST=%q: %q, %v; want %q", tc.args, tc.env, c.PublicHosts.String(), err, tc.want)
+		}
+	}
+	for name, v := range map[string]string{
+		"port":            "rooms.example.com:443",
+		"scheme":          "https://rooms.example.com",
+		"star and a name": "*,rooms.example.com",
+		"inner star":      "a.*.example.com",
+		"space":           "rooms example",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseConfig([]string{"--public-host", v}, noEnvironment, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "--public-host") {
+				t.Fatalf("%q: %v, want an error naming --public-host", v, err)
+			}
+		})
+	}
+}
+
+// TestPublicHostIsWired: the running gateway answers the names of --public-host and
+// IP addresses on both listeners, and 421 for any other name.
+func TestPublicHostIsWired(t *testing.T) {
+	p := startForLine(t, "--public-host", "rooms.example.com")
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"rooms.example.com", http.StatusOK},
+		{"localhost:8080", http.StatusOK},
+		{"10.0.0.12:9090", http.StatusOK},
+		{"rebind.evil.example", http.StatusMisdirectedRequest},
+	} {
+		for _, url := range []string{p.Public + "/healthz", p.Admin + "/admin/stats"} {
+			if got := getStatus(t, url, "Host", tc.host); got != tc.want {
+				t.Errorf("GET %s with Host %q: %d, want %d", url, tc.host, got, tc.want)
+			}
+		}
+	}
+	if got, _ := startLine(t, p)["public_host"].(string); got != "rooms.example.com" {
+		t.Fatalf("start-up line public_host %q", got)
+	}
+}
+
+// getStatus is the status of a GET of url with headers as name, value pairs ("Host"
+// sets the Host header).
+func getStatus(t *testing.T, url string, headers ...string) int {
+	t.Helper()
+	req, err := gatewaytest.NewRequest(context.Background(), http.MethodGet, url, nil, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
 }

@@ -56,12 +56,14 @@ type config struct {
 	MaxBatchBody     byteSize
 	BodyTimeout      time.Duration
 	MaxConnsPerIP    int
+	OpenFileLimit    uint64 // the process's, read at start; 0: unknown
 	PublishToken     string
 	PublishTokenFile string
 	Auth             authFlags
 
 	MetricsAddr    string
-	AllowOrigin    string // comma-separated; normalized once checked
+	PublicHosts    stringList // normalized once checked
+	AllowOrigin    string     // comma-separated; normalized once checked
 	AdminTokenFile string
 	AdminToken     string // read from AdminTokenFile
 
@@ -70,6 +72,10 @@ type config struct {
 	DrainTimeout time.Duration
 
 	LogLevel string
+
+	// Cmdline is the command line with the values of secret flags replaced
+	// (redactArgs), for /debug/pprof/cmdline.
+	Cmdline []string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -104,16 +110,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
-	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 100, "concurrent streams per client address (loopback peers uncounted unless --client-ip-header is set), the --client-ip-header address behind a proxy (0: no cap)")
+	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 100, "concurrent streams per client address, IPv6 per /64 (loopback peers uncounted unless --client-ip-header is set), the --client-ip-header address behind a proxy (0: no cap)")
 	fs.IntVar(&c.MaxRoomsPerStream, "max-rooms-per-stream", 32, "distinct rooms one multiplexed stream (GET /events?room=a&room=b) may follow, 1 to 64")
-	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used); empty: the peer address")
+	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used when it is an IP address; otherwise the peer address); empty: the peer address")
 	fs.Var(&c.MaxBody, "max-body", "publish body limit, e.g. 64KiB")
 	fs.Var(&c.MaxBatchBody, "max-batch-body", "POST /events body limit, e.g. 1MiB")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 10*time.Second, "how long a request body may take to arrive; past it the answer is 408 (streams are not bounded by it)")
-	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address on the public listener, streams not counted; a new one beyond it is closed at once (0: no cap; behind a proxy every client shares the proxy's address)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open connections per peer address (IPv6: per /64) on the public listener, streams not counted; a new one beyond it is closed at once (unset: a quarter of the open-file limit, at most 65536; 0: no cap; behind a proxy every client shares the proxy's address)")
 	fs.StringVar(&c.PublishToken, "publish-token", "", "static publisher bearer tokens, comma-separated; with none (and no JWT key) only loopback clients may publish")
 	fs.StringVar(&c.PublishTokenFile, "publish-token-file", "", "file holding the publisher bearer tokens, one per line (instead of --publish-token, which shows in the process list)")
 	c.Auth.register(fs)
+	fs.Var(&c.PublicHosts, "public-host", "host names both listeners serve besides localhost and IP addresses (rooms.example.com, or *.example.com for every name under it), any port; repeatable or comma-separated; * alone serves every host; a request for another host gets 421 (DNS rebinding)")
 	fs.StringVar(&c.AllowOrigin, "allow-origin", "", "comma-separated origins (https://app.example.com) whose pages may subscribe and publish from the browser (CORS with credentials); * alone allows every origin without credentials; empty: no CORS")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token /admin/ and /debug/pprof/ on the admin listener require; empty: no token (/metrics stays open either way)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
@@ -153,6 +160,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	c.Auth.deriveQuota(set["max-anonymous-rooms-per-ip"] || fromEnv["max-anonymous-rooms-per-ip"])
+	defaultConnsPerIP(&c, set["max-conns-per-ip"] || fromEnv["max-conns-per-ip"])
 	if err := checkRanges(fs, &c, fromEnv); err != nil {
 		return c, err
 	}
@@ -162,7 +170,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := c.Hot.check(c.Redis != "", fromEnv); err != nil {
 		return c, err
 	}
-	if err := checkPodID(c, fromEnv); err != nil {
+	if err := checkPodID(c, set["pod-id"] || fromEnv["pod-id"], fromEnv); err != nil {
 		return c, err
 	}
 	if err := checkAccess(&c, fromEnv); err != nil {

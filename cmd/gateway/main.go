@@ -46,6 +46,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		return 2
 	}
+	cfg.Cmdline = redactArgs(append([]string{os.Args[0]}, args...))
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway: --log-level:", err)
@@ -130,7 +131,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		AcceptRate: cfg.AcceptRate, AcceptBurst: cfg.AcceptBurst,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
 		WSPing:            cfg.WSPing,
-		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(),
+		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(), Cmdline: cfg.Cmdline,
 		Connections: conns,
 		Registry:    metrics,
 		Logger:      logger,
@@ -244,6 +245,9 @@ func (p *pod) serve(logger *slog.Logger) int {
 		}
 	}()
 	logger.Info("roomcast gateway started", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
+	if p.cfg.MaxConnsPerIP == 0 {
+		logger.Warn("no per-address connection cap (--max-conns-per-ip 0, or an open-file limit that could not be read): one address holding connections open can take every file descriptor")
+	}
 	if p.cfg.AdminToken == "" && !loopbackAddr(admin.Addr()) {
 		logger.Warn("no --admin-token-file: /admin/ and /debug/pprof/ are open to anyone who reaches the admin listener")
 	}

@@ -20,9 +20,16 @@ import (
 )
 
 // The test binary doubles as the gateway: with ROOMCAST_TEST_MAIN=1 it runs main, so
-// process-level tests need no separate build.
+// process-level tests need no separate build. ROOMCAST_TEST_NOFILE=N first sets its
+// open-file limit, soft and hard, to N.
 func TestMain(m *testing.M) {
 	if os.Getenv("ROOMCAST_TEST_MAIN") == "1" {
+		if n := os.Getenv("ROOMCAST_TEST_NOFILE"); n != "" {
+			if err := setOpenFileLimit(n); err != nil {
+				fmt.Fprintln(os.Stderr, "ROOMCAST_TEST_NOFILE:", err)
+				os.Exit(1)
+			}
+		}
 		os.Exit(run(os.Args[1:]))
 	}
 	code := gatewaytest.RedactionMain(m.Run)

@@ -14,10 +14,12 @@ func registerOccupancy(fs *flag.FlagSet, every *time.Duration) {
 	fs.DurationVar(every, "occupancy-interval", 2*time.Second, "how often the pod records its rooms' member counts for GET /admin/rooms/{room} (in Redis in fleet mode); a record lives 3 intervals, so a pod that dies drops out within that")
 }
 
-// checkPodID: in fleet mode the pod id names the pod's occupancy records, so it
-// must be one.
-func checkPodID(c config, fromEnv map[string]bool) error {
-	if c.Redis != "" && !replay.ValidPodID(c.Hot.PodID) {
+// checkPodID: the pod id names the pod in occupancy records and answers and among
+// the owners of WebSocket clients, so one that is given (set, by the flag or its
+// twin) must be one in every mode, and so must the hostname that stands in for it
+// in fleet mode; embedded, an unusable hostname becomes "roomcast" (podID).
+func checkPodID(c config, set bool, fromEnv map[string]bool) error {
+	if (set || c.Redis != "") && !replay.ValidPodID(c.Hot.PodID) {
 		return fmt.Errorf("%s %q: must be 1 to %d printable ASCII bytes without spaces (the hostname, unless set)",
 			flagRef("pod-id", fromEnv), c.Hot.PodID, replay.MaxPodIDLen)
 	}

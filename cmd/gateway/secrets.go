@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -239,4 +240,50 @@ func hideSecret(seed string) string {
 		scheme = seed[:j+3]
 	}
 	return scheme + "xxxxx@" + seed[i+1:]
+}
+
+// hidden replaces a secret's value on /debug/pprof/cmdline.
+const hidden = "xxxxx"
+
+// secretFlags are the flags whose values hold secrets, with what the command line
+// /debug/pprof/cmdline serves shows of a value: every flag that has a *-file form
+// (TestSecretFlagsAreRedacted), and --redis, whose seeds may carry a password.
+var secretFlags = map[string]func(string) string{
+	"publish-token": func(string) string { return hidden },
+	// Credentials in --redis need an "@"; a value with one is hidden whole, since a
+	// password may hold commas and colons that would split it into seeds.
+	"redis": func(v string) string {
+		if strings.Contains(v, "@") {
+			return hidden
+		}
+		return v
+	},
+}
+
+// redactArgs is the command line args (the program's name first) with the value of
+// every secret flag (secretFlags) replaced, in each form the flag package reads:
+// -name=value, --name=value, and -name value. Every argument is looked at, also past
+// one the flag package would stop at: a value hidden for nothing costs nothing.
+func redactArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 1; i < len(out); i++ {
+		a := out[i]
+		dashes := "-"
+		if strings.HasPrefix(a, "--") {
+			dashes = "--"
+		} else if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, value, withValue := strings.Cut(a[len(dashes):], "=")
+		hide, ok := secretFlags[name]
+		switch {
+		case !ok:
+		case withValue:
+			out[i] = dashes + name + "=" + hide(value)
+		case i+1 < len(out):
+			i++
+			out[i] = hide(out[i])
+		}
+	}
+	return out
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 func TestParseRedis(t *testing.T) {
@@ -87,4 +92,63 @@ func FuzzParseRedis(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRedactArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"gw", "--publish-token", "tok-1", "--history", "5"}, []string{"gw", "--publish-token", "xxxxx", "--history", "5"}},
+		{[]string{"gw", "-publish-token=tok-1,tok-2"}, []string{"gw", "-publish-token=xxxxx"}},
+		{[]string{"gw", "--publish-token="}, []string{"gw", "--publish-token=xxxxx"}},
+		{[]string{"gw", "--redis=redis://u:pw,d@a:1,b:2"}, []string{"gw", "--redis=xxxxx"}},
+		{[]string{"gw", "-redis", "u:pw@a:1"}, []string{"gw", "-redis", "xxxxx"}},
+		{[]string{"gw", "--redis", "a:1,b:2"}, []string{"gw", "--redis", "a:1,b:2"}},
+		{[]string{"gw", "--publish-token-file", "/run/tok", "--publish-token"}, []string{"gw", "--publish-token-file", "/run/tok", "--publish-token"}},
+		{[]string{"gw", "extra", "--publish-token=tok-1"}, []string{"gw", "extra", "--publish-token=xxxxx"}},
+		{[]string{"--publish-token"}, []string{"--publish-token"}},
+	} {
+		if got := redactArgs(tc.in); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("redactArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSecretFlagsAreRedacted: a flag that has a *-file form holds a secret, so
+// /debug/pprof/cmdline hides its value; every flag redactArgs knows exists.
+func TestSecretFlagsAreRedacted(t *testing.T) {
+	names := flagNames(t)
+	for name := range names {
+		if base, ok := strings.CutSuffix(name, "-file"); ok && names[base] {
+			t.Errorf("--%s has a file form: add it to secretFlags", base)
+		}
+		if _, ok := names[name+"-file"]; ok {
+			if _, ok := secretFlags[name]; !ok {
+				t.Errorf("--%s has a file form (--%s-file): add it to secretFlags", name, name)
+			}
+		}
+	}
+	for name := range secretFlags {
+		if _, ok := names[name]; !ok {
+			t.Errorf("secretFlags names --%s, which is no flag", name)
+		}
+	}
+}
+
+// TestPprofCmdlineHidesSecrets: /debug/pprof/cmdline serves the command line with the
+// secrets passed as flags replaced.
+func TestPprofCmdlineHidesSecrets(t *testing.T) {
+	const token, password = "tok-in-args-51", "pw-in-args-51"
+	gatewaytest.Secret("a publish token passed as a flag", token)
+	gatewaytest.Secret("a Redis password passed as a flag", password)
+	p := startGateway(t, "--publish-token", token, "--redis=redis://u:"+password+"@127.0.0.1:1", "--history", "7")
+	res, err := http.Get(p.Admin + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	// The launcher puts the listener flags first.
+	args, want := strings.Split(string(b), "\x00"), []string{"--publish-token", "xxxxx", "--redis=xxxxx", "--history", "7"}
+	if res.StatusCode != http.StatusOK || len(args) < len(want) || !slices.Equal(args[len(args)-len(want):], want) {
+		t.Fatalf("/debug/pprof/cmdline: %d %q", res.StatusCode, args)
+	}
 }

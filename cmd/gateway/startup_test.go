@@ -73,14 +73,21 @@ type started struct {
 // startForLine starts the gateway like startGateway and keeps its start-up line.
 func startForLine(t *testing.T, args ...string) *started {
 	t.Helper()
+	return startForLineWith(t, gatewaytest.Options{Args: args})
+}
+
+// startForLineWith is startForLine with every launch option but OnLog.
+func startForLineWith(t *testing.T, o gatewaytest.Options) *started {
+	t.Helper()
 	var line atomic.Pointer[[]byte]
-	p := startGatewayWith(t, gatewaytest.Options{Args: args, OnLog: func(l []byte) {
+	o.OnLog = func(l []byte) {
 		var m struct{ Msg string }
 		if line.Load() == nil && json.Unmarshal(l, &m) == nil && m.Msg == gatewaytest.StartedMsg {
 			c := bytes.Clone(l)
 			line.Store(&c)
 		}
-	}})
+	}
+	p := startGatewayWith(t, o)
 	return &started{Process: p, startLine: *line.Load()}
 }
 

@@ -2,8 +2,9 @@
 // to talk to a gateway from outside, in the manner of net/http/httptest: the one SSE
 // decoder (Decoder, with Next for what EventSource dispatches and NextFrame for the
 // blocks on the wire), the one loss tracker (Tracker), the one process launcher
-// (Launch, Start, Build) and the Prometheus scraper (Scrape, built on
-// prometheus/common/expfmt). The one Eventually lives lower, in replay/replaytest,
+// (Launch, Start, Build), the Prometheus scraper (Scrape, built on
+// prometheus/common/expfmt) and NewRequest, whose headers come as pairs and may set
+// the Host. The one Eventually lives lower, in replay/replaytest,
 // so that rooms and replay tests may use it too.
 //
 // # Must not
