@@ -1,6 +1,8 @@
-// Package replay owns a room's history: the event envelope and its ids, epochs, and
-// the Log that assigns each room a dense sequence, keeps a bounded replay history and
-// rings a doorbell for every new event.
+// Package replay owns a room's history: epochs, and the Log that assigns each room a
+// dense sequence, keeps a bounded replay history and rings a doorbell for every new
+// event. The event envelope, its ids, resume tokens and names are the wire
+// vocabulary of package wire, which replay names again (Event, Position, ValidRoom,
+// …) for the code that keeps history.
 //
 // # Ids and epochs
 //

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // What Redis hands back (doorbells, log entries) is checked like client input: any
@@ -56,7 +58,7 @@ func decodeDoorbell(room, msg string) (Event, bool) {
 	if len(f) != 4 {
 		return Event{}, false
 	}
-	seq, ok1 := parseSeq(f[1])
+	seq, ok1 := wire.ParseSeq(f[1])
 	ts, ok2 := parseTS(f[2])
 	ev := Event{Room: room, Epoch: f[0], Seq: seq, TS: ts, Type: f[3], Body: json.RawMessage(body)}
 	if !ok1 || !ok2 || !wellFormed(ev) {
@@ -97,7 +99,7 @@ func (l *RedisLog) countBadHead(room string, err error) {
 // holds one epoch, the publish function deletes it when it starts another).
 func entryEvent(room, epoch, id string, fields []string) (Event, error) {
 	seqText, rest, _ := strings.Cut(id, "-")
-	seq, ok := parseSeq(seqText)
+	seq, ok := wire.ParseSeq(seqText)
 	if !ok || rest != "0" || len(fields)%2 != 0 {
 		return Event{}, fmt.Errorf("%w: id %q", errBadEntry, id)
 	}

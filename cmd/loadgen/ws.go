@@ -15,7 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // WebSocket subscribers (-ws-share): a share of the subscribers hold one GET /ws
@@ -32,7 +32,7 @@ import (
 
 // processBoot is the boot every hello of this process carries: a UUIDv7 made once
 // per process start.
-var processBoot = replay.NewBoot(time.Now())
+var processBoot = wire.NewBoot(time.Now())
 
 // Acknowledgements: after this many events, or once this long has passed since
 // the last ack when an event arrives.

@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // Admin commands: stats, rooms, drain, shed. They call the admin listener
@@ -225,7 +225,7 @@ type roomDetail struct {
 }
 
 func (c *cli) room(ctx context.Context, room string) error {
-	if !replay.ValidRoom(room) {
+	if !wire.ValidRoom(room) {
 		return usagef("invalid room name %q: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", printable(room, 140))
 	}
 	raw, err := c.admin(ctx, http.MethodGet, "/admin/rooms/"+url.PathEscape(room))

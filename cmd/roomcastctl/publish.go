@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // maxPublishBody bounds what publish reads from its argument or stdin; the server
@@ -62,7 +62,7 @@ func (c *cli) publish(ctx context.Context, args []string, o publishOptions) erro
 		return usagef("publish takes ROOM and an optional BODY (or - for stdin)")
 	}
 	room := args[0]
-	if !replay.ValidRoom(room) {
+	if !wire.ValidRoom(room) {
 		return usagef("invalid room name %q: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", printable(room, 140))
 	}
 	if o.typ != "" && !headerSafe(o.typ, 64) {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // tailOptions are tail's own flags.
@@ -65,7 +65,7 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 		return usagef("tail takes one ROOM")
 	}
 	room := args[0]
-	if !replay.ValidRoom(room) {
+	if !wire.ValidRoom(room) {
 		return usagef("invalid room name %q: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", printable(room, 140))
 	}
 	if o.from != "" && !headerSafe(o.from, 256) {

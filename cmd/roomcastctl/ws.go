@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // wsOptions are ws's own flags.
@@ -112,7 +112,7 @@ func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
 	if o.client == "" {
 		o.client = defaultClient(c.token != "")
 	}
-	if !replay.ValidClient(o.client) {
+	if !wire.ValidClient(o.client) {
 		return usagef("--client: 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -")
 	}
 	if o.count < 0 {
@@ -121,7 +121,7 @@ func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
 	from := make(map[string]string, len(args))
 	for _, a := range args {
 		room, id, _ := strings.Cut(a, "=")
-		if !replay.ValidRoom(room) {
+		if !wire.ValidRoom(room) {
 			return usagef("invalid room name %q: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", printable(room, 140))
 		}
 		if id != "" && !headerSafe(id, 256) {
@@ -130,7 +130,7 @@ func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
 		from[room] = id
 	}
 	target := "ws" + strings.TrimPrefix(c.url, "http") + "/ws"
-	boot := replay.NewBoot(time.Now())
+	boot := wire.NewBoot(time.Now())
 	printed := 0
 	const minWait, maxWait = 500 * time.Millisecond, 30 * time.Second
 	wait := minWait

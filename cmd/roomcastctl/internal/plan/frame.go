@@ -4,8 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/roomcast/roomcast/gateway"
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 // The sample event whose encodings size frames and doorbells: a seq of 6 digits, a
@@ -34,18 +33,18 @@ func sampleRoom(n int) string { return strings.Repeat("r", n) }
 
 // FrameBytes is the size of the SSE frame the gateway writes for an event of a
 // payload-byte body in a room of a roomLen-character name at seq: the frame is
-// encoded by gateway.EventFrame, so it counts the id, the envelope and the framing
+// encoded by wire.EventFrame, so it counts the id, the envelope and the framing
 // as a client reads them (HTTP chunking and TLS come on top).
 func FrameBytes(payload, roomLen int, seq uint64) int {
-	ev := replay.Event{
+	ev := wire.Event{
 		Room:  sampleRoom(roomLen),
 		Epoch: sampleEpoch,
 		Seq:   seq,
 		TS:    sampleTS,
-		Type:  replay.DefaultType,
+		Type:  wire.DefaultType,
 		Body:  sampleBody(payload),
 	}
-	return len(gateway.EventFrame(ev))
+	return len(wire.EventFrame(ev))
 }
 
 // DoorbellBytes is the size of one doorbell push a Redis primary sends a pod: the

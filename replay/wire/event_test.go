@@ -1,4 +1,4 @@
-package replay_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -6,28 +6,28 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 func TestParsePosition(t *testing.T) {
 	cases := []struct {
 		in   string
-		want replay.Position
+		want wire.Position
 		err  bool
 	}{
-		{in: "k3x9q:48", want: replay.Position{Epoch: "k3x9q", Seq: 48}},
-		{in: "48", want: replay.Position{Seq: 48}},
-		{in: " 7 ", want: replay.Position{Seq: 7}},
-		{in: "0", want: replay.Position{}},
-		{in: "e:18446744073709551615", want: replay.Position{Epoch: "e", Seq: 1<<64 - 1}},
+		{in: "k3x9q:48", want: wire.Position{Epoch: "k3x9q", Seq: 48}},
+		{in: "48", want: wire.Position{Seq: 48}},
+		{in: " 7 ", want: wire.Position{Seq: 7}},
+		{in: "0", want: wire.Position{}},
+		{in: "e:18446744073709551615", want: wire.Position{Epoch: "e", Seq: 1<<64 - 1}},
 		{in: "", err: true},
 		{in: ":5", err: true},
 		{in: "e:", err: true},
 		{in: "e:-1", err: true},
 		{in: "e:+1", err: true},
-		{in: "e:18446744073709551616", want: replay.Position{Epoch: "e", Seq: 1<<64 - 1}},
-		{in: "99999999999999999999", want: replay.Position{Seq: 1<<64 - 1}},
-		{in: strings.Repeat("9", 32), want: replay.Position{Seq: 1<<64 - 1}},
+		{in: "e:18446744073709551616", want: wire.Position{Epoch: "e", Seq: 1<<64 - 1}},
+		{in: "99999999999999999999", want: wire.Position{Seq: 1<<64 - 1}},
+		{in: strings.Repeat("9", 32), want: wire.Position{Seq: 1<<64 - 1}},
 		{in: strings.Repeat("9", 33), err: true},
 		{in: "e:0x10", err: true},
 		{in: "e:1:2", err: true},
@@ -38,9 +38,9 @@ func TestParsePosition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := replay.ParsePosition(tc.in)
+			got, err := wire.ParsePosition(tc.in)
 			if tc.err {
-				if !errors.Is(err, replay.ErrBadPosition) {
+				if !errors.Is(err, wire.ErrBadPosition) {
 					t.Fatalf("ParsePosition(%q) = %v, %v; want ErrBadPosition", tc.in, got, err)
 				}
 				return
@@ -58,7 +58,7 @@ func TestValidNames(t *testing.T) {
 		"": false, strings.Repeat("r", 129): false, "a{b}": false, "a b": false, "a/b": false, "é": false, "a:b": false,
 	}
 	for name, want := range rooms {
-		if got := replay.ValidRoom(name); got != want {
+		if got := wire.ValidRoom(name); got != want {
 			t.Errorf("ValidRoom(%q) = %v, want %v", name, got, want)
 		}
 	}
@@ -70,14 +70,14 @@ func TestValidNames(t *testing.T) {
 		"message": true, "Error": true, "opened": true,
 	}
 	for typ, want := range types {
-		if got := replay.ValidType(typ); got != want {
+		if got := wire.ValidType(typ); got != want {
 			t.Errorf("ValidType(%q) = %v, want %v", typ, got, want)
 		}
 	}
 }
 
 func TestEnvelopeJSON(t *testing.T) {
-	ev := replay.Event{Room: "42", Epoch: "k3x9q", Seq: 48, TS: 1731312000123, Body: json.RawMessage(`{"a":[1,"x"]}`)}
+	ev := wire.Event{Room: "42", Epoch: "k3x9q", Seq: 48, TS: 1731312000123, Body: json.RawMessage(`{"a":[1,"x"]}`)}
 	got := string(ev.AppendJSON(nil))
 	want := `{"room":"42","epoch":"k3x9q","seq":48,"ts":1731312000123,"type":"message","body":{"a":[1,"x"]}}`
 	if got != want {
@@ -94,7 +94,7 @@ func FuzzParsePosition(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := replay.ParsePosition(s)
+		p, err := wire.ParsePosition(s)
 		if err != nil {
 			return
 		}
@@ -104,7 +104,7 @@ func FuzzParsePosition(f *testing.F) {
 		if strings.ContainsAny(id, "\r\n\x00{} ") {
 			t.Fatalf("%q formats as unsafe id %q", s, id)
 		}
-		again, err := replay.ParsePosition(id)
+		again, err := wire.ParsePosition(id)
 		if err != nil || again != p {
 			t.Fatalf("%q -> %v -> %q -> %v, %v", s, p, id, again, err)
 		}
@@ -117,13 +117,13 @@ func FuzzValidNames(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		const room = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-"
-		if replay.ValidRoom(s) {
-			if len(s) == 0 || len(s) > replay.MaxRoomLen || strings.Trim(s, room) != "" {
+		if wire.ValidRoom(s) {
+			if len(s) == 0 || len(s) > wire.MaxRoomLen || strings.Trim(s, room) != "" {
 				t.Fatalf("ValidRoom accepted %q", s)
 			}
 		}
-		if replay.ValidType(s) {
-			if len(s) == 0 || len(s) > replay.MaxTypeLen || strings.Trim(s, strings.ReplaceAll(room, "~", "")) != "" || replay.Reserved(s) {
+		if wire.ValidType(s) {
+			if len(s) == 0 || len(s) > wire.MaxTypeLen || strings.Trim(s, strings.ReplaceAll(room, "~", "")) != "" || wire.Reserved(s) {
 				t.Fatalf("ValidType accepted %q", s)
 			}
 		}

@@ -1,4 +1,4 @@
-package replay
+package wire
 
 import (
 	"encoding/json"
@@ -19,17 +19,6 @@ type Event struct {
 	Type string
 	// Body is compact, single-line JSON. It is shared by every reader: never modify it.
 	Body json.RawMessage
-}
-
-// Message is what a publisher hands to Log.Append.
-type Message struct {
-	// Type is the SSE event type; empty means DefaultType.
-	Type string
-	// Body is compact JSON (no raw newlines), validated by the caller.
-	Body json.RawMessage
-	// IdempotencyKey, when set, makes a retried Append inside the key's TTL return the
-	// original event instead of publishing a new one.
-	IdempotencyKey string
 }
 
 // MaxSeq is the largest seq any log assigns or accepts as a position inside its
@@ -111,10 +100,10 @@ func ParsePosition(s string) (Position, error) {
 	epoch, seqText, found := strings.Cut(s, ":")
 	if !found {
 		epoch, seqText = "", s
-	} else if !validEpoch(epoch) {
+	} else if !ValidEpoch(epoch) {
 		return Position{}, ErrBadPosition
 	}
-	seq, ok := parseSeq(seqText)
+	seq, ok := ParseSeq(seqText)
 	if !ok {
 		// A longer number is still a position: past every head (MaxSeq), so the
 		// reader resyncs like any reader ahead of the head, rather than being
@@ -149,9 +138,9 @@ func overflows(s string) bool {
 	return err != nil
 }
 
-// parseSeq accepts plain decimal digits only: no sign, no spaces, at most 20 digits,
+// ParseSeq reads a seq: plain decimal digits only: no sign, no spaces, at most 20 digits,
 // no overflow.
-func parseSeq(s string) (uint64, bool) {
+func ParseSeq(s string) (uint64, bool) {
 	if len(s) == 0 || len(s) > 20 {
 		return 0, false
 	}
@@ -164,7 +153,9 @@ func parseSeq(s string) (uint64, bool) {
 	return n, err == nil
 }
 
-func validEpoch(s string) bool {
+// ValidEpoch reports whether s can name an epoch: 1 to 32 ASCII letters, digits,
+// - and _.
+func ValidEpoch(s string) bool {
 	if len(s) == 0 || len(s) > maxEpochLen {
 		return false
 	}

@@ -1,4 +1,4 @@
-package replay_test
+package wire_test
 
 import (
 	"errors"
@@ -6,25 +6,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/wire"
 )
 
 func TestTokenRoundTrip(t *testing.T) {
 	rooms := []string{"a", "b", "c"}
 	for _, tc := range []struct {
 		name     string
-		pos      []replay.Position
+		pos      []wire.Position
 		anchored []bool
 		want     string // empty: not checked
 	}{
-		{"epochs and seqs", []replay.Position{{"k3x9q0aa", 48}, {"zz", 1}, {"e1", replay.MaxSeq}}, []bool{false, false, false}, ""},
-		{"bare seqs", []replay.Position{{"", 0}, {"", 35}, {"", 36}}, []bool{false, false, false}, ""},
-		{"anchors", []replay.Position{{}, {"k", 7}, {}}, []bool{true, false, true}, ""},
-		{"the largest seq", []replay.Position{{"e", math.MaxUint64}, {}, {}}, []bool{false, true, true}, ""},
+		{"epochs and seqs", []wire.Position{{"k3x9q0aa", 48}, {"zz", 1}, {"e1", wire.MaxSeq}}, []bool{false, false, false}, ""},
+		{"bare seqs", []wire.Position{{"", 0}, {"", 35}, {"", 36}}, []bool{false, false, false}, ""},
+		{"anchors", []wire.Position{{}, {"k", 7}, {}}, []bool{true, false, true}, ""},
+		{"the largest seq", []wire.Position{{"e", math.MaxUint64}, {}, {}}, []bool{false, true, true}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tok := replay.FormatToken(rooms, tc.pos, tc.anchored)
-			pos, anchored, err := replay.ParseToken(tok, rooms)
+			tok := wire.FormatToken(rooms, tc.pos, tc.anchored)
+			pos, anchored, err := wire.ParseToken(tok, rooms)
 			if err != nil {
 				t.Fatalf("ParseToken(%q): %v", tok, err)
 			}
@@ -40,7 +40,7 @@ func TestTokenRoundTrip(t *testing.T) {
 // TestTokenExact pins the grammar, which roomcast.js computes too.
 func TestTokenExact(t *testing.T) {
 	rooms := []string{"lobby", "news"}
-	tok := replay.FormatToken(rooms, []replay.Position{{"k3x9q0aa", 48}, {}}, []bool{false, true})
+	tok := wire.FormatToken(rooms, []wire.Position{{"k3x9q0aa", 48}, {}}, []bool{false, true})
 	if want := "m1.fjod8o.k3x9q0aa:1c."; tok != want {
 		t.Fatalf("token %q, want %q", tok, want)
 	}
@@ -48,12 +48,12 @@ func TestTokenExact(t *testing.T) {
 
 func TestTokenRejected(t *testing.T) {
 	rooms := []string{"a", "b"}
-	good := replay.FormatToken(rooms, []replay.Position{{"e", 1}, {"e", 2}}, []bool{false, false})
+	good := wire.FormatToken(rooms, []wire.Position{{"e", 1}, {"e", 2}}, []bool{false, false})
 	for _, tc := range []struct{ name, tok string }{
 		{"empty", ""},
 		{"a single-room id", "e:1"},
 		{"another version", "m2" + good[2:]},
-		{"another room set", replay.FormatToken([]string{"a", "c"}, []replay.Position{{"e", 1}, {"e", 2}}, []bool{false, false})},
+		{"another room set", wire.FormatToken([]string{"a", "c"}, []wire.Position{{"e", 1}, {"e", 2}}, []bool{false, false})},
 		{"one position too few", strings.TrimSuffix(good, ".e:2")},
 		{"one position too many", good + ".e:3"},
 		{"a bad epoch", strings.Replace(good, "e:1", "e!:1", 1)},
@@ -62,11 +62,11 @@ func TestTokenRejected(t *testing.T) {
 		{"an upper-case seq", strings.Replace(good, "e:2", "e:Z", 1)},
 		{"a seq too long", strings.Replace(good, "e:2", "e:"+strings.Repeat("1", 14), 1)},
 		{"a set too long", "m1.00000000.e:1.e:2"},
-		{"too long", good + strings.Repeat(" ", 0) + strings.Repeat("x", replay.MaxTokenLen)},
+		{"too long", good + strings.Repeat(" ", 0) + strings.Repeat("x", wire.MaxTokenLen)},
 		{"a line break", strings.Replace(good, "e:1", "e\n:1", 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := replay.ParseToken(tc.tok, rooms); !errors.Is(err, replay.ErrBadToken) {
+			if _, _, err := wire.ParseToken(tc.tok, rooms); !errors.Is(err, wire.ErrBadToken) {
 				t.Fatalf("ParseToken(%q) = %v, want ErrBadToken", tc.tok, err)
 			}
 		})
@@ -76,16 +76,16 @@ func TestTokenRejected(t *testing.T) {
 // TestTokenSize documents the README's figures: 32 rooms with 8-character epochs.
 func TestTokenSize(t *testing.T) {
 	rooms := make([]string, 32)
-	pos := make([]replay.Position, 32)
-	worst := make([]replay.Position, 32)
+	pos := make([]wire.Position, 32)
+	worst := make([]wire.Position, 32)
 	for i := range rooms {
 		rooms[i] = "room-" + strings.Repeat("x", 2) + string(rune('a'+i%26)) + string(rune('a'+i/26))
-		pos[i] = replay.Position{Epoch: "k3x9q0aa", Seq: 1_000_000}
-		worst[i] = replay.Position{Epoch: "k3x9q0aa", Seq: replay.MaxSeq}
+		pos[i] = wire.Position{Epoch: "k3x9q0aa", Seq: 1_000_000}
+		worst[i] = wire.Position{Epoch: "k3x9q0aa", Seq: wire.MaxSeq}
 	}
 	anchored := make([]bool, 32)
-	typical := len(replay.FormatToken(rooms, pos, anchored))
-	big := len(replay.FormatToken(rooms, worst, anchored))
+	typical := len(wire.FormatToken(rooms, pos, anchored))
+	big := len(wire.FormatToken(rooms, worst, anchored))
 	t.Logf("32 rooms: %d bytes at seq 1e6, %d bytes at the largest seq", typical, big)
 	if typical != 457 || big != 649 {
 		t.Fatalf("token sizes %d and %d: the README's figures are stale", typical, big)
@@ -94,11 +94,11 @@ func TestTokenSize(t *testing.T) {
 
 func FuzzParseToken(f *testing.F) {
 	rooms := []string{"a", "b", "c"}
-	f.Add(replay.FormatToken(rooms, []replay.Position{{"e", 1}, {}, {"", 9}}, []bool{false, true, false}))
+	f.Add(wire.FormatToken(rooms, []wire.Position{{"e", 1}, {}, {"", 9}}, []bool{false, true, false}))
 	f.Add("m1.0...")
 	f.Add("m1.zzzzzzz.a:b.c:d.e:f")
 	f.Fuzz(func(t *testing.T, s string) {
-		pos, anchored, err := replay.ParseToken(s, rooms)
+		pos, anchored, err := wire.ParseToken(s, rooms)
 		if err != nil {
 			return
 		}
@@ -106,7 +106,7 @@ func FuzzParseToken(f *testing.F) {
 			t.Fatalf("%d positions for %d rooms", len(pos), len(rooms))
 		}
 		// What parses formats back to a token that parses to the same positions.
-		again, anchored2, err := replay.ParseToken(replay.FormatToken(rooms, pos, anchored), rooms)
+		again, anchored2, err := wire.ParseToken(wire.FormatToken(rooms, pos, anchored), rooms)
 		if err != nil {
 			t.Fatalf("re-parse of %q: %v", s, err)
 		}

@@ -1,4 +1,4 @@
-package replay
+package wire
 
 import (
 	"errors"
@@ -112,7 +112,7 @@ func ParseToken(s string, rooms []string) ([]Position, []bool, error) {
 		epoch, seqText, found := strings.Cut(part, ":")
 		if !found {
 			epoch, seqText = "", part
-		} else if !validEpoch(epoch) {
+		} else if !ValidEpoch(epoch) {
 			return nil, nil, ErrBadToken
 		}
 		seq, ok := parseBase36(seqText, maxSeq36)
