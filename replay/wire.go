@@ -83,4 +83,3 @@ func CompareBoots(a, b string) int       { return wire.CompareBoots(a, b) }
 func BootTime(boot string) time.Time     { return wire.BootTime(boot) }
 func NewBoot(at time.Time) string        { return wire.NewBoot(at) }
 func validEpoch(s string) bool           { return wire.ValidEpoch(s) }
-
