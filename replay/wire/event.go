@@ -138,8 +138,8 @@ func overflows(s string) bool {
 	return err != nil
 }
 
-// ParseSeq reads a seq: plain decimal digits only: no sign, no spaces, at most 20 digits,
-// no overflow.
+// ParseSeq reads a seq: plain decimal digits only (no sign, no spaces), at most 20
+// digits, no overflow.
 func ParseSeq(s string) (uint64, bool) {
 	if len(s) == 0 || len(s) > 20 {
 		return 0, false
