@@ -121,15 +121,24 @@ func (c *Connections) CloseAll(ctx context.Context) error {
 	}
 }
 
-// watchCredential indexes a connection's first member m by its credential, so that
-// a revocation reaching the pod ends it with a reauth, and checks the credential
-// once more: a revocation that landed while the connection was joining (a room's
-// first join can take seconds on Redis) found nothing to end then. It returns the
-// func that removes the index entry.
-func (s *Server) watchCredential(p auth.Principal, m *rooms.Member) (remove func()) {
-	remove = s.sessions.add(p, m)
+// connected makes a connection that has joined its rooms (members; the first
+// stands for it) one of the pod's connections, the same for every transport: the
+// drain and sheds see it, a revocation reaching the pod or its credential's expiry
+// ends it with a reauth, and the credential is checked once more, since a
+// revocation that landed while it was joining (a room's first join can take seconds
+// on Redis) found nothing to end then. It returns the func that undoes all of it,
+// for when the connection has ended.
+func (s *Server) connected(p auth.Principal, members []*rooms.Member) (done func()) {
+	first := members[0]
+	remove := s.conns.add(members)
+	unwatch := s.sessions.add(p, first)
+	stop := expireAt(first, p.Expires)
 	if s.auth.Revoked(p) {
-		m.Close(rooms.ReasonReauth)
+		first.Close(rooms.ReasonReauth)
 	}
-	return remove
+	return func() {
+		stop()
+		unwatch()
+		remove()
+	}
 }

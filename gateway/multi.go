@@ -217,20 +217,16 @@ func (s *Server) multiStream(w http.ResponseWriter, r *http.Request) {
 		ms.rooms = append(ms.rooms, muxRoom{liveRoom: liveRoom{name: name, m: m, q: m.Queue()}})
 	}
 	// The stream is one connection, however many members it holds: in the drain's
-	// pacing and sheds, and in /admin/stats.
+	// pacing and sheds, and in /admin/stats. Revocation and expiry end it through its
+	// first member, which rings the bell; it counts once for its user.
 	members := make([]*rooms.Member, len(ms.rooms))
 	for i := range ms.rooms {
 		members[i] = ms.rooms[i].m
 	}
-	defer s.conns.add(members)()
+	defer s.connected(who, members)()
 	s.muxStreams.Add(1)
 	s.muxMembers.Add(int64(len(ms.rooms)))
 	defer func() { s.muxStreams.Add(-1); s.muxMembers.Add(-int64(len(ms.rooms))) }()
-	// Revocation and expiry end the stream through its first member, which rings
-	// the bell; the stream counts once for its user.
-	first := ms.rooms[0].m
-	defer s.watchCredential(who, first)()
-	defer expireAt(first, who.Expires)()
 	if !who.Expires.IsZero() {
 		sw.credExp = who.Expires.Unix()
 	}

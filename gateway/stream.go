@@ -201,7 +201,7 @@ func (s *Server) openRoomStream(w http.ResponseWriter, r *http.Request) (opened 
 	o.m = m
 	// A stream never outlives its credential: it ends with a reauth when the
 	// credential expires or is revoked.
-	o.cleanup = append(o.cleanup, func() { s.rooms.Leave(m) }, s.conns.add([]*rooms.Member{m}), s.watchCredential(*who, m), expireAt(m, who.Expires))
+	o.cleanup = append(o.cleanup, func() { s.rooms.Leave(m) }, s.connected(*who, []*rooms.Member{m}))
 	if !who.Expires.IsZero() {
 		sw.credExp = who.Expires.Unix()
 	}

@@ -365,12 +365,9 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	for i := range wc.rooms {
 		members[i] = wc.rooms[i].m
 	}
-	defer s.conns.add(members)()
+	defer s.connected(wc.who, members)()
 	s.wsMembers.Add(int64(len(wc.rooms)))
 	defer s.wsMembers.Add(-int64(len(wc.rooms)))
-	first := wc.rooms[0].m
-	defer s.watchCredential(wc.who, first)()
-	defer expireAt(first, wc.who.Expires)()
 	if !s.drain.Accepting() {
 		// The drain began while this connection was joining: it would miss the
 		// drain's own close.
