@@ -66,7 +66,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, statsBody{
 		State:             p.State.String(),
 		Accepting:         s.drain.Accepting(),
-		Connections:       st.Members - s.muxMembers.Load() + s.muxStreams.Load() - s.wsMembers.Load() + s.wsOpen.Load(),
+		Connections:       s.conns.count(kindStream) + s.conns.count(kindMux) + s.conns.count(kindWS),
 		Rooms:             st.Rooms,
 		Subscriptions:     st.Subscriptions,
 		Drops:             s.drops(),
@@ -86,7 +86,7 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 		Backend:           s.backend(),
 		Access:            s.access(),
 
-		MultiplexedStreams: s.muxStreams.Load(),
+		MultiplexedStreams: s.conns.count(kindMux),
 		WebSockets:         s.wsOpen.Load(),
 	})
 }

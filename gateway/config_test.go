@@ -19,7 +19,7 @@ func TestNewRefusesAHeartbeatThatPanicsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := rooms.New(mem, mem, rooms.Config{Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame})
+	reg, err := rooms.New(mem, mem, rooms.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

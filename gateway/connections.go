@@ -20,7 +20,8 @@ import (
 type Connections struct {
 	reg *rooms.Registry
 
-	live atomic.Int64 // registered and not shed
+	live  atomic.Int64           // registered and not shed
+	kinds [numKinds]atomic.Int64 // registered, by transport
 
 	mu      sync.Mutex
 	open    map[*openConn]struct{}
@@ -38,18 +39,20 @@ func NewConnections(reg *rooms.Registry) *Connections {
 	return &Connections{reg: reg, open: map[*openConn]struct{}{}, changed: make(chan struct{})}
 }
 
-// add registers a connection holding members (joined already) and returns the
-// func that removes it, which the connection calls once it has ended.
-func (c *Connections) add(members []*rooms.Member) (remove func()) {
+// add registers a connection of kind holding members (joined already) and returns
+// the func that removes it, which the connection calls once it has ended.
+func (c *Connections) add(kind connKind, members []*rooms.Member) (remove func()) {
 	oc := &openConn{members: members}
 	c.mu.Lock()
 	c.open[oc] = struct{}{}
 	c.mu.Unlock()
 	c.live.Add(1)
+	c.kinds[kind].Add(1)
 	return func() {
 		if !oc.shed.Swap(true) {
 			c.live.Add(-1)
 		}
+		c.kinds[kind].Add(-1)
 		c.mu.Lock()
 		delete(c.open, oc)
 		close(c.changed)
@@ -60,6 +63,9 @@ func (c *Connections) add(members []*rooms.Member) (remove func()) {
 
 // Len reports the open connections: registered, and not yet closed by a shed.
 func (c *Connections) Len() int { return int(c.live.Load()) }
+
+// count reports the registered connections of kind, shed or not, until they leave.
+func (c *Connections) count(kind connKind) int64 { return c.kinds[kind].Load() }
 
 // Shed closes up to n open connections with rooms.ReasonShed, each with a
 // reconnect hint, and reports how many it closed. A connection closed before (by
@@ -128,9 +134,9 @@ func (c *Connections) CloseAll(ctx context.Context) error {
 // revocation that landed while it was joining (a room's first join can take seconds
 // on Redis) found nothing to end then. It returns the func that undoes all of it,
 // for when the connection has ended.
-func (s *Server) connected(p auth.Principal, members []*rooms.Member) (done func()) {
+func (s *Server) connected(p auth.Principal, kind connKind, members []*rooms.Member) (done func()) {
 	first := members[0]
-	remove := s.conns.add(members)
+	remove := s.conns.add(kind, members)
 	unwatch := s.sessions.add(p, first)
 	stop := expireAt(first, p.Expires)
 	if s.auth.Revoked(p) {

@@ -1,38 +1,10 @@
 package gateway
 
-import (
-	"github.com/roomcast/roomcast/replay"
-	"github.com/roomcast/roomcast/rooms"
-)
-
-// A connection that follows several rooms (a multiplexed stream, a WebSocket
-// connection) gathers its live write batches round-robin over its rooms' queues, in
-// one request goroutine. The transports differ only in how an item is framed.
+// A connection gathers its live write batches round-robin over its rooms' queues, in
+// its request goroutine; a connection of one room is the case of one.
 
 // minRoomBudget is the fewest items a room may take from its queue per write batch.
 const minRoomBudget = 8
-
-// liveRoom is one room of a connection that follows several, as its writer sees it:
-// the member, its queue and the position the connection has sent of the room.
-type liveRoom struct {
-	name string
-	m    *rooms.Member
-	q    <-chan *rooms.Item
-	sent replay.Position
-}
-
-// batchSink is the connection a roundRobin gathers for: its rooms, and the batch it
-// builds in its transport's framing.
-type batchSink interface {
-	// room returns the connection's i-th room.
-	room(i int) *liveRoom
-	// full reports whether the batch has reached batchBytes: no further room takes
-	// a turn.
-	full() bool
-	// add appends room i's live item to the batch (or drops it, as stepItem
-	// decides), moving the room's sent position on.
-	add(i int, it *rooms.Item)
-}
 
 // roundRobin is the order in which a connection's batches take from its rooms. A
 // batch takes from each room in turn at most the per-room budget,
@@ -57,16 +29,18 @@ func newRoundRobin(n int) roundRobin {
 // order, and reports whether the queues may hold more than it took: a room used its
 // whole budget, or the batch filled up before every room had its turn. The bytes an
 // item charged its member are released once the room's turn is over.
-func (rr *roundRobin) gather(c batchSink) (more bool) {
+func (rr *roundRobin) gather(c *conn) (more bool) {
 	rr.reread = rr.reread[:0]
 	k := 0
 	for ; k < rr.rooms && !c.full(); k++ {
 		i := (rr.next + k) % rr.rooms
-		r := c.room(i)
+		r := &c.rooms[i]
 		taken, charged := 0, 0
 		for taken < rr.budget {
-			it, ok := tryRecv(&r.q, r.m)
-			if !ok {
+			it := r.pending
+			if it != nil {
+				r.pending = nil
+			} else if it, _ = tryRecv(&r.q, r.m); it == nil {
 				break
 			}
 			taken++

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"testing"
 
 	"github.com/roomcast/roomcast/replay"
@@ -8,14 +9,10 @@ import (
 )
 
 // Gatherer gathers live write batches from members' queues by hand, as a
-// multiplexed stream or a WebSocket connection of a server does.
+// connection of a server does, with a transport's framing.
 type Gatherer struct {
 	s       *Server
-	rr      roundRobin
-	sink    batchSink
-	batch   *liveBatch
-	ends    *[]int // the WebSocket messages' ends; nil for a stream
-	setSent func(i int, p replay.Position)
+	c       *conn
 	started bool
 }
 
@@ -26,43 +23,42 @@ func NewMuxGatherer(s *Server, members []*rooms.Member) *Gatherer {
 	for i, m := range members {
 		names[i] = m.Room()
 	}
-	ms := &muxStream{s: s, head: replay.AppendTokenHead(nil, names)}
-	for _, m := range members {
-		ms.rooms = append(ms.rooms, muxRoom{liveRoom: liveRoom{name: m.Room(), m: m, q: m.Queue()}})
-		ms.rooms[len(ms.rooms)-1].set(m.Start())
-	}
-	return &Gatherer{s: s, rr: newRoundRobin(len(members)), sink: ms, batch: &ms.batch,
-		setSent: func(i int, p replay.Position) { ms.rooms[i].set(p) }}
+	c := s.newConn(context.Background(), kindMux, &sseStream{}, len(members))
+	c.token = replay.AppendTokenHead(nil, names)
+	return newGatherer(s, c, members)
 }
 
 // NewWSGatherer gathers as a WebSocket connection of s over members does, each room
 // from where its member joined. Its batches are messages.
 func NewWSGatherer(s *Server, members []*rooms.Member) *Gatherer {
 	wc := &wsConn{s: s}
+	return newGatherer(s, s.newConn(context.Background(), kindWS, wc, len(members)), members)
+}
+
+func newGatherer(s *Server, c *conn, members []*rooms.Member) *Gatherer {
 	for _, m := range members {
-		wc.rooms = append(wc.rooms, wsRoom{liveRoom: liveRoom{name: m.Room(), m: m, q: m.Queue(), sent: m.Start()}})
+		c.rooms = append(c.rooms, connRoom{name: m.Room(), m: m, q: m.Queue()})
 	}
-	return &Gatherer{s: s, rr: newRoundRobin(len(members)), sink: wc, batch: &wc.batch, ends: &wc.ends,
-		setSent: func(i int, p replay.Position) { wc.rooms[i].sent = p }}
+	c.start(nil, nil)
+	c.rr = newRoundRobin(len(members))
+	return &Gatherer{s: s, c: c}
 }
 
 func (g *Gatherer) start() {
 	if !g.started {
-		g.batch.borrow()
-		if g.ends != nil {
-			*g.ends = (*g.ends)[:0]
-		}
+		g.c.batch.borrow()
+		g.c.ends = g.c.ends[:0]
 		g.started = true
 	}
 }
 
 // SetSent moves room i's sent position to p.
-func (g *Gatherer) SetSent(i int, p replay.Position) { g.setSent(i, p) }
+func (g *Gatherer) SetSent(i int, p replay.Position) { g.c.setSent(i, p) }
 
 // Add adds it to the batch as room i's next live item.
 func (g *Gatherer) Add(i int, it *rooms.Item) {
 	g.start()
-	g.sink.add(i, it)
+	g.c.add(i, it)
 }
 
 // Gather completes a batch from the queues and returns it: its bytes, where each
@@ -70,12 +66,12 @@ func (g *Gatherer) Add(i int, it *rooms.Item) {
 // whether the queues may hold more.
 func (g *Gatherer) Gather() (buf []byte, ends []int, events int, more bool) {
 	g.start()
-	more = g.rr.gather(g.sink)
-	buf, events = append([]byte(nil), g.batch.buf...), g.batch.n
-	if g.ends != nil {
-		ends = append([]int{}, *g.ends...)
+	more = g.c.rr.gather(g.c)
+	buf, events = append([]byte(nil), g.c.batch.buf...), g.c.batch.n
+	if g.c.kind == kindWS {
+		ends = append([]int{}, g.c.ends...)
 	}
-	g.s.settle(g.batch, nil)
+	g.s.settle(&g.c.batch, nil)
 	g.started = false
 	return buf, ends, events, more
 }
@@ -86,8 +82,8 @@ func (g *Gatherer) Gather() (buf []byte, ends []int, events int, more bool) {
 func (g *Gatherer) AllocsPerBatch(runs int) float64 {
 	return testing.AllocsPerRun(runs, func() {
 		g.start()
-		g.rr.gather(g.sink)
-		g.s.settle(g.batch, nil)
+		g.c.rr.gather(g.c)
+		g.s.settle(&g.c.batch, nil)
 		g.started = false
 	})
 }

@@ -187,7 +187,7 @@ func TestMuxItemFromAnotherEpoch(t *testing.T) {
 		{Room: "ep-b", Epoch: "e1", Seq: 5, Body: json.RawMessage(`1`)},
 		{Room: "ep-b", Epoch: "e2", Seq: 3, Body: json.RawMessage(`1`)},
 	} {
-		c.Add(1, &rooms.Item{Pos: ev.Position(), Frame: gateway.EventFrame(ev)})
+		c.Add(1, &rooms.Item{Pos: ev.Position(), Event: ev})
 	}
 	buf, _, n, _ := c.Gather()
 	var got []string

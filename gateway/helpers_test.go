@@ -62,7 +62,7 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	t.Helper()
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue: pc.queue, QueueBytes: pc.queueBytes, Linger: 10 * time.Millisecond,
-		Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame, Logger: gatewaytest.Logger(),
+		Logger: gatewaytest.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func BenchmarkFanoutMetrics(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			g, err := rooms.New(l, l, rooms.Config{Queue: 4, Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame, Logger: discard})
+			g, err := rooms.New(l, l, rooms.Config{Queue: 4, Logger: discard})
 			if err != nil {
 				b.Fatal(err)
 			}

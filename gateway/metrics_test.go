@@ -150,7 +150,7 @@ func TestMetricsClientDrops(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg, err := rooms.New(log, log, rooms.Config{Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 4 << 10,
-			BudgetInterval: 10 * time.Millisecond, Frame: gateway.EventFrame, ResyncFrame: gateway.ResyncFrame, Logger: gatewaytest.Logger()})
+			BudgetInterval: 10 * time.Millisecond, Logger: gatewaytest.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}

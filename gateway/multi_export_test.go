@@ -1,5 +1,25 @@
 package gateway
 
-// SetMuxBatchHook makes every multiplexed stream of s call f before it gathers each
-// live batch.
-func SetMuxBatchHook(s *Server, f func()) { s.muxBatchHook = f }
+// SetMuxBatchHook makes every connection of s call f before it gathers each live
+// batch.
+func SetMuxBatchHook(s *Server, f func()) {
+	setHook(s, func(h *connHooks) { h.batch = func(*conn) { f() } })
+}
+
+// setHook changes s's hooks with set.
+func setHook(s *Server, set func(*connHooks)) {
+	h := &connHooks{}
+	if old := s.hooks(); old != nil {
+		*h = *old
+	}
+	set(h)
+	testHooks.Store(s, h)
+}
+
+// clientOf is the client id of a WebSocket connection; "" for a stream.
+func clientOf(c *conn) string {
+	if wc, ok := c.t.(*wsConn); ok {
+		return wc.client
+	}
+	return ""
+}

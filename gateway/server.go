@@ -47,23 +47,12 @@ type Server struct {
 
 	conns *Connections // every open connection, the drain's target
 
-	muxBatchHook func()       // runs before each live batch of a multiplexed stream; tests only
-	muxStreams   atomic.Int64 // open multiplexed streams
-	muxMembers   atomic.Int64 // the room members they hold
-
-	owners       clientOwners           // who owns each WebSocket client id (Config.Owners)
-	wsMu         sync.Mutex             // guards wsByClient and wsClaims
-	wsByClient   map[string]*wsConn     // the pod's WebSocket connections by client id
-	wsClaims     map[string]*claimTurn  // the claims of each client id in progress on the pod
-	wsOpen       atomic.Int64           // open WebSocket connections
-	wsMembers    atomic.Int64           // the room members they hold
-	wsClosed     *prometheus.CounterVec // WebSocket closes by code
-	wsBatchHook  func(client string)    // runs before each live batch of a WebSocket connection; tests only
-	wsCorkedHook func(client string)    // runs once a WebSocket batch of several frames is corked; tests only
-	wsWroteHook  func(client string)    // runs after a live batch of events of a WebSocket connection was written; tests only
-	// wsBeforeHello runs before a WebSocket connection waits for its hello, with
-	// the channel closed when its reader ends; tests only.
-	wsBeforeHello func(readDone <-chan struct{})
+	owners     clientOwners           // who owns each WebSocket client id (Config.Owners)
+	wsMu       sync.Mutex             // guards wsByClient and wsClaims
+	wsByClient map[string]*wsConn     // the pod's WebSocket connections by client id
+	wsClaims   map[string]*claimTurn  // the claims of each client id in progress on the pod
+	wsOpen     atomic.Int64           // open WebSocket connections
+	wsClosed   *prometheus.CounterVec // WebSocket closes by code
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and

@@ -12,8 +12,7 @@ func AppendFrame(dst []byte, id, event string, data []byte) []byte {
 	return wire.AppendFrame(dst, id, event, data)
 }
 
-// EventFrame encodes ev as its SSE frame (wire.EventFrame). The registry calls it
-// once per event, not per member.
+// EventFrame encodes ev as its SSE frame on a room's stream (wire.EventFrame).
 func EventFrame(ev replay.Event) []byte { return wire.EventFrame(ev) }
 
 // ResyncFrame encodes the notice that the history between a reader's position and
@@ -31,11 +30,18 @@ func ForkFrame(room string, head replay.Position) []byte {
 }
 
 func resyncFrame(room string, head replay.Position, fork bool) []byte {
-	data := appendPositionJSON(make([]byte, 0, 80+len(room)), room, head)
+	return appendResyncFields(wire.AppendID(make([]byte, 0, 160+len(room)), head), room, head, fork)
+}
+
+// appendResyncFields appends a resync's frame after its id line: event resync and
+// data {"room","epoch","seq"}, with "fork":true for a fork.
+func appendResyncFields(dst []byte, room string, head replay.Position, fork bool) []byte {
+	dst = append(dst, "event: resync\ndata: "...)
+	dst = appendPositionJSON(dst, room, head)
 	if fork {
-		data = append(data[:len(data)-1], `,"fork":true}`...)
+		dst = append(dst[:len(dst)-1], `,"fork":true}`...)
 	}
-	return AppendFrame(make([]byte, 0, len(data)+64), head.String(), "resync", data)
+	return append(dst, '\n', '\n')
 }
 
 // appendPositionJSON appends {"room","epoch","seq"}: the data of a resync and of a
@@ -78,18 +84,18 @@ func anchorFrame(dst []byte, room string, pos replay.Position) []byte {
 
 var heartbeatFrame = []byte(": hb\n\n")
 
-// appendAnchor appends a multiplexed stream's anchor: event anchor, the token of
+// appendMuxAnchor appends a multiplexed stream's anchor: event anchor, the token of
 // every room's starting point as its id, and as its data each room's position as a
 // single-room id, {"rooms":{"<room>":"<position>",…}}, the shape of a WebSocket
 // welcome's rooms.
-func (ms *muxStream) appendAnchor(dst []byte) []byte {
-	dst = ms.appendID(dst)
+func (t *sseStream) appendMuxAnchor(dst []byte, c *conn) []byte {
+	dst = t.appendID(dst, c, 0)
 	dst = append(dst, "event: "+AnchorType+"\ndata: {\"rooms\":{"...)
-	for i := range ms.rooms {
+	for i := range c.rooms {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		r := &ms.rooms[i]
+		r := &c.rooms[i]
 		dst = append(dst, '"')
 		dst = append(dst, r.name...)
 		dst = append(dst, `":"`...)

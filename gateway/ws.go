@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,20 +82,15 @@ type wsConn struct {
 	pinging  atomic.Bool
 	pings    sync.WaitGroup
 
-	rooms    []wsRoom // the writer's
+	conn     *conn    // the delivery core; the connection is its transport
 	releases []func() // the anonymous cap's rooms it holds
-	batch    liveBatch
-	ends     []int // where each frame of the batch ends in batch.buf
+	// code and why are how the connection closes, as its end decided.
+	code websocket.StatusCode
+	why  string
 
 	mu    sync.Mutex
 	state map[string]*wsRoomState
-}
-
-// wsRoom is one room of a connection, as the writer sees it.
-type wsRoom struct {
-	liveRoom
-	st      *wsRoomState
-	batched int // the events of the live batch being gathered
+	st    []*wsRoomState // conn.rooms[i]'s at i, the writer's
 }
 
 // wsRoomState is what a connection delivered and had acknowledged in one room,
@@ -311,8 +305,8 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	s := wc.s
 	timer := time.NewTimer(s.cfg.WSHelloTimeout)
 	defer timer.Stop()
-	if s.wsBeforeHello != nil {
-		s.wsBeforeHello(wc.readDone)
+	if h := s.hooks(); h != nil && h.beforeHello != nil {
+		h.beforeHello(wc.readDone)
 	}
 	var f wsFrame
 	select {
@@ -356,53 +350,13 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	if code, reason := wc.join(h); code != 0 {
 		return code, reason
 	}
-	defer func() {
-		for i := range wc.rooms {
-			s.rooms.Leave(wc.rooms[i].m)
-		}
-	}()
-	members := make([]*rooms.Member, len(wc.rooms))
-	for i := range wc.rooms {
-		members[i] = wc.rooms[i].m
-	}
-	defer s.connected(wc.who, members)()
-	s.wsMembers.Add(int64(len(wc.rooms)))
-	defer s.wsMembers.Add(-int64(len(wc.rooms)))
-	if !s.drain.Accepting() {
-		// The drain began while this connection was joining: it would miss the
-		// drain's own close.
-		return wc.end(rooms.ReasonShed)
-	}
-	welcome := wsWelcomeFrame{V: wsVersion, Kind: wsWelcome, Session: wc.session, Rooms: make(map[string]string, len(wc.rooms))}
-	wc.mu.Lock()
-	for i := range wc.rooms {
-		r := &wc.rooms[i]
-		if h.resumed[i] {
-			r.sent = h.from[i]
-		} else {
-			r.sent = r.m.Start()
-		}
-		welcome.Rooms[r.name] = r.sent.String()
-		r.st = &wsRoomState{sent: r.sent}
-		wc.state[r.name] = r.st
-	}
-	wc.mu.Unlock()
-	if err := wc.write(wsJSON(welcome)); err != nil {
-		return wc.end(reasonFor(wc.ctx, err))
-	}
-	close(wc.welcomed)
-	// One connection is one connect, resumed when any of its rooms resumes, as a
-	// multiplexed SSE stream counts.
-	s.countOpened(slices.Contains(h.resumed, true))
-	for i := range wc.rooms {
-		if !h.resumed[i] {
-			continue
-		}
-		if err := wc.replay(i); err != nil {
-			return wc.end(reasonFor(wc.ctx, err))
-		}
-	}
-	return wc.end(wc.live())
+	defer wc.conn.leave()
+	refresh := time.NewTicker(s.cfg.OwnerTTL / 3)
+	defer refresh.Stop()
+	c := wc.conn
+	c.out, c.kicked, c.gone, c.refresh, c.onRefresh = wc.out, wc.kicked, wc.readDone, refresh.C, wc.refresh
+	c.serve(wc.who, h.from, h.resumed)
+	return wc.code, wc.why
 }
 
 // checkGrants applies the credential's grants to the hello's rooms: an error frame
@@ -414,11 +368,11 @@ func (wc *wsConn) checkGrants(names []string) (websocket.StatusCode, string) {
 			continue
 		case wc.who.Source == auth.SourceAnonymous:
 			wc.s.refuse("subscribe", "credential")
-			_ = wc.write(wsErrorOf("", room, errNoCredential))
+			_ = wc.writeFrame(wsErrorOf("", room, errNoCredential))
 			return wsUnauthorized, "unauthorized: room " + room
 		default:
 			wc.s.refuse("subscribe", "grant")
-			_ = wc.write(wsErrorOf("", room, errNotGranted("subscribing to", room)))
+			_ = wc.writeFrame(wsErrorOf("", room, errNotGranted("subscribing to", room)))
 			return wsForbidden, "forbidden: room " + room
 		}
 	}
@@ -441,25 +395,17 @@ func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 		}
 		wc.releases = append(wc.releases, releaseRooms)
 	}
-	wc.rooms = make([]wsRoom, 0, len(h.names))
-	for _, name := range h.names {
-		m, err := s.rooms.JoinBell(wc.ctx, name, wc.bell)
-		if err != nil {
-			for i := range wc.rooms {
-				s.rooms.Leave(wc.rooms[i].m)
-			}
-			wc.rooms = nil
-			s.cfg.Logger.Warn("websocket join failed", "room", name, "err", err)
-			return wsTryAgainLater, "room " + name + " is unavailable now"
-		}
-		wc.rooms = append(wc.rooms, wsRoom{liveRoom: liveRoom{name: name, m: m, q: m.Queue()}})
+	wc.conn = s.newConn(wc.ctx, kindWS, wc, len(h.names))
+	if err := wc.conn.join(h.names); err != nil {
+		s.cfg.Logger.Warn("websocket join failed", "rooms", h.names, "err", err)
+		return wsTryAgainLater, "a room is unavailable now"
 	}
 	return 0, ""
 }
 
-// write sends one frame. The connection bounds the write by the write timeout (see
+// writeFrame sends one frame. The connection bounds the write by the write timeout (see
 // corkConn), so the library gets a context without a deadline and sets no timer.
-func (wc *wsConn) write(p []byte) error {
+func (wc *wsConn) writeFrame(p []byte) error {
 	return wc.c.Write(context.Background(), websocket.MessageText, p)
 }
 
@@ -470,16 +416,16 @@ func (wc *wsConn) writeAll(buf []byte, ends []int) error {
 		return nil
 	}
 	if len(ends) == 1 {
-		return wc.write(buf[:ends[0]])
+		return wc.writeFrame(buf[:ends[0]])
 	}
 	wc.cork.cork()
-	if wc.s.wsCorkedHook != nil {
-		wc.s.wsCorkedHook(wc.client)
+	if h := wc.s.hooks(); h != nil && h.corked != nil {
+		h.corked(wc.conn)
 	}
 	var err error
 	start := 0
 	for _, end := range ends {
-		if err = wc.write(buf[start:end]); err != nil {
+		if err = wc.writeFrame(buf[start:end]); err != nil {
 			break
 		}
 		start = end
@@ -490,186 +436,64 @@ func (wc *wsConn) writeAll(buf []byte, ends []int) error {
 	return err
 }
 
-// replay writes room i's history after its sent position, as a stream's replay
-// does, in event frames.
-func (wc *wsConn) replay(i int) error {
-	s, r := wc.s, &wc.rooms[i]
-	bp := bufPool.Get().(*[]byte)
-	defer putBuf(bp)
-	var ends []int
-	sent, err := s.history(wc.ctx, r.name, r.sent, func(rd rooms.Read) error {
-		buf := (*bp)[:0]
-		defer func() { *bp = buf[:0] }()
-		ends = ends[:0]
-		if rd.Resync {
-			buf = appendWSResync(buf, r.name, rd.From, rd.Fork)
-			ends = append(ends, len(buf))
-		}
-		var ev []byte
-		for _, e := range rd.Events {
-			ev = e.AppendJSON(ev[:0])
-			buf = appendWSEvent(buf, e.Position(), ev)
-			ends = append(ends, len(buf))
-		}
-		// Recorded before the write, as a live batch is (an ack may come first).
-		if n := len(rd.Events); n > 0 {
-			wc.delivered(r, rd.Events[n-1].Position(), n)
-		} else if rd.Resync {
-			wc.delivered(r, rd.From, 0)
-		}
-		if err := wc.writeAll(buf, ends); err != nil {
-			return err
-		}
-		s.countDelivered(len(rd.Events))
-		return nil
-	})
-	r.sent = sent
+// wsFraming is an event's WebSocket frame, encoded once per event and shared by
+// every connection.
+var wsFraming = &rooms.Framing{Slot: 1, Encode: wsEventFrame}
+
+// open sets each room's delivery state and writes the welcome, with each room's
+// starting position; the reader goes on once it is out.
+func (wc *wsConn) open(c *conn, _ []bool) error {
+	welcome := wsWelcomeFrame{V: wsVersion, Kind: wsWelcome, Session: wc.session, Rooms: make(map[string]string, len(c.rooms))}
+	wc.st = make([]*wsRoomState, len(c.rooms))
 	wc.mu.Lock()
-	r.st.advance(sent)
+	for i := range c.rooms {
+		r := &c.rooms[i]
+		welcome.Rooms[r.name] = r.sent.String()
+		wc.st[i] = &wsRoomState{sent: r.sent}
+		wc.state[r.name] = wc.st[i]
+	}
 	wc.mu.Unlock()
-	return err
+	if err := wc.writeFrame(wsJSON(welcome)); err != nil {
+		return err
+	}
+	close(wc.welcomed)
+	return nil
 }
 
-// delivered records that the connection sent room r up to pos, n events more.
-func (wc *wsConn) delivered(r *wsRoom, pos replay.Position, n int) {
+func (wc *wsConn) appendEvent(dst []byte, _ *conn, _ int, it *rooms.Item) []byte {
+	return append(dst, it.Encoded(wsFraming)...)
+}
+
+func (wc *wsConn) appendResync(dst []byte, c *conn, i int, head replay.Position, fork bool) []byte {
+	return appendWSResync(dst, c.rooms[i].name, head, fork)
+}
+
+// record notes what the connection sent of each room, before the write: a client
+// may acknowledge an event as soon as it reads it, before the write returns.
+func (wc *wsConn) record(c *conn) {
 	wc.mu.Lock()
-	r.st.advance(pos)
-	r.st.unacked += int64(n)
+	for i := range c.rooms {
+		r, st := &c.rooms[i], wc.st[i]
+		st.advance(r.sent)
+		st.unacked += int64(r.batched)
+		r.batched = 0
+	}
 	wc.mu.Unlock()
 }
 
-// readyNow is always ready to receive from: closed.
-var readyNow = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+func (wc *wsConn) write(_ *conn, buf []byte, ends []int) error { return wc.writeAll(buf, ends) }
 
-// live serves the rooms' queues (a batch at a time, round-robin over the rooms: see
-// roundRobin), the reader's answers, pings and the owner's refresh until the
-// connection ends, and returns why.
-func (wc *wsConn) live() rooms.Reason {
-	s := wc.s
-	ping := time.NewTicker(s.cfg.WSPing)
-	defer ping.Stop()
-	refresh := time.NewTicker(s.cfg.OwnerTTL / 3)
-	defer refresh.Stop()
-	rr := newRoundRobin(len(wc.rooms))
-	more := true // items may have been queued before the bell was set
-	for {
-		// While the queues hold more, the next batch is ready at once, but answers,
-		// closes, pings and refreshes still get their turn: a busy room cannot
-		// starve them.
-		wake := wc.bell
-		if more {
-			wake = readyNow
-		}
-		select {
-		case <-wake:
-		case b := <-wc.out:
-			if err := wc.write(b); err != nil {
-				return reasonFor(wc.ctx, err)
-			}
-			continue
-		case <-wc.kicked:
-			return 0
-		case <-wc.readDone:
-			return rooms.ReasonClientGone
-		case now := <-ping.C:
-			if now.Sub(time.Unix(0, wc.lastSeen.Load())) > 3*s.cfg.WSPing {
-				wc.kick(wsTimeout, "no frame or pong for three ping intervals")
-				return 0
-			}
-			wc.ping()
-			continue
-		case <-refresh.C:
-			if !wc.refresh() {
-				return 0
-			}
-			continue
-		}
-		for i := range wc.rooms {
-			if reason := wc.rooms[i].m.Reason(); reason != 0 {
-				return reason
-			}
-		}
-		if s.wsBatchHook != nil {
-			s.wsBatchHook(wc.client)
-		}
-		wc.batch.borrow()
-		wc.ends = wc.ends[:0]
-		more = rr.gather(wc)
-		// The batch counts as delivered before it is written: a client may ack an
-		// event as soon as it reads it, before the write returns here.
-		wc.mu.Lock()
-		for i := range wc.rooms {
-			r := &wc.rooms[i]
-			r.st.advance(r.sent)
-			r.st.unacked += int64(r.batched)
-			r.batched = 0
-		}
-		wc.mu.Unlock()
-		err := wc.writeAll(wc.batch.buf, wc.ends)
-		total := wc.batch.n
-		s.settle(&wc.batch, err)
-		if err != nil {
-			return rooms.ReasonWriteFailed
-		}
-		if s.wsWroteHook != nil && total > 0 {
-			s.wsWroteHook(wc.client)
-		}
-		s.countDelivered(total)
-		for _, i := range rr.reread {
-			// The room resynced past history this connection can still read: read
-			// it on from the log; the queue's copies are then skipped.
-			if err := wc.replay(i); err != nil {
-				return reasonFor(wc.ctx, err)
-			}
-			more = true
-		}
+func (wc *wsConn) interval() time.Duration { return wc.s.cfg.WSPing }
+
+// tick pings the peer, or ends a connection whose peer has been silent for three
+// ping intervals.
+func (wc *wsConn) tick(_ *conn, now time.Time) rooms.Reason {
+	if now.Sub(time.Unix(0, wc.lastSeen.Load())) > 3*wc.s.cfg.WSPing {
+		wc.kick(wsTimeout, "no frame or pong for three ping intervals")
+		return reasonKicked
 	}
-}
-
-// room, full and add gather the connection's live batches (see roundRobin).
-func (wc *wsConn) room(i int) *liveRoom { return &wc.rooms[i].liveRoom }
-
-func (wc *wsConn) full() bool { return len(wc.batch.buf) >= batchBytes }
-
-func (wc *wsConn) add(i int, it *rooms.Item) {
-	b, r := &wc.batch, &wc.rooms[i]
-	var n int
-	if b.buf, wc.ends, n = wc.appendItem(b.buf, wc.ends, r, it); n > 0 {
-		b.ts = append(b.ts, it.TS())
-	}
-	b.n += n
-	r.batched += n
-}
-
-// appendItem appends the frames of one live item, as stepItem decides, and reports
-// how many events it added.
-func (wc *wsConn) appendItem(buf []byte, ends []int, r *wsRoom, it *rooms.Item) ([]byte, []int, int) {
-	st := stepItem(it, r.sent)
-	switch {
-	case st.skip:
-		return buf, ends, 0
-	case st.fork:
-		wc.s.m.resyncsSent.Inc()
-		r.sent = it.Pos
-		buf = appendWSResync(buf, r.name, it.Pos, true)
-		return buf, append(ends, len(buf)), 0
-	case st.resync:
-		wc.s.m.resyncsSent.Inc()
-		buf = appendWSResync(buf, r.name, st.resyncAt, false)
-		ends = append(ends, len(buf))
-	case !st.event:
-		wc.s.m.resyncsSent.Inc()
-		r.sent = it.Pos
-		buf = appendWSResync(buf, r.name, it.Pos, false)
-		return buf, append(ends, len(buf)), 0
-	}
-	env := sseData(it.Frame)
-	if len(env) == 0 || env[0] != '{' {
-		return buf, ends, 0
-	}
-	r.sent = it.Pos
-	buf = appendWSEvent(buf, it.Pos, env)
-	return buf, append(ends, len(buf)), 1
+	wc.ping()
+	return 0
 }
 
 // ping sends a ping, unless one is still waiting for its pong; the pong moves
@@ -688,27 +512,16 @@ func (wc *wsConn) ping() {
 	}()
 }
 
-// end closes every member with reason (unless one was closed first, which then
-// says why) and maps it to the close code: a kick's code wins.
-func (wc *wsConn) end(reason rooms.Reason) (websocket.StatusCode, string) {
-	select {
-	case <-wc.kicked:
-		for i := range wc.rooms {
-			wc.rooms[i].m.Close(rooms.ReasonClientGone)
-		}
-		return wc.kickCode, wc.kickReason
-	default:
+// end maps why the connection ended to its close code: a kick's code wins.
+func (wc *wsConn) end(_ *conn, reason rooms.Reason) {
+	wc.code, wc.why = wsCloseFor(reason)
+	if reason == reasonKicked {
+		wc.code, wc.why = wc.kickCode, wc.kickReason
 	}
-	if reason != rooms.ReasonWriteFailed {
-		for i := range wc.rooms {
-			if r := wc.rooms[i].m.Reason(); r != 0 {
-				reason = r
-				break
-			}
-		}
-	}
-	wc.s.closeAll(reason, len(wc.rooms), func(i int) *rooms.Member { return wc.rooms[i].m })
-	wc.s.m.streamsClosed.WithLabelValues(reason.String()).Inc()
+}
+
+// wsCloseFor is the close code and reason of a connection that ended for reason.
+func wsCloseFor(reason rooms.Reason) (websocket.StatusCode, string) {
 	switch reason {
 	case rooms.ReasonShed:
 		return wsServiceRestart, "the pod is draining: reconnect and resume"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,8 +75,9 @@ func FuzzDecodeWSFrame(f *testing.F) {
 	})
 }
 
-// FuzzWSEventFrame: the event frame made from an event's SSE frame carries the
-// envelope, as valid JSON, whatever the body's line breaks.
+// FuzzWSEventFrame: an event's WebSocket frame is valid JSON that carries the
+// envelope's fields (replay.Event.AppendJSON) and the id, whatever the body's line
+// breaks.
 func FuzzWSEventFrame(f *testing.F) {
 	f.Add("orders", "k3x9q", uint64(48), "message", []byte(`{"n":1}`))
 	f.Add("a", "e", uint64(1), "t.x", []byte("{\"a\":\r\n1}"))
@@ -90,33 +92,28 @@ func FuzzWSEventFrame(f *testing.F) {
 			}
 		}
 		ev := replay.Event{Room: room, Epoch: epoch, Seq: seq, TS: 1, Type: typ, Body: body}
-		// Line breaks in a body can only be whitespace between JSON tokens (valid
-		// JSON has none inside strings): SSE carries them as LF, as a browser reads
-		// them, so the envelopes agree once compacted.
-		env := sseData(EventFrame(ev))
-		var got, want bytes.Buffer
-		if err := json.Compact(&got, env); err != nil {
-			t.Fatalf("envelope from the SSE frame %q: %v", env, err)
-		}
-		_ = json.Compact(&want, ev.AppendJSON(nil))
-		if !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Fatalf("envelope from the SSE frame %q, want %q", got.Bytes(), want.Bytes())
-		}
-		out := appendWSEvent(nil, ev.Position(), env)
-		var m struct {
-			V     int             `json:"v"`
-			Kind  string          `json:"kind"`
-			ID    string          `json:"id"`
-			Room  string          `json:"room"`
-			Seq   uint64          `json:"seq"`
-			Body  json.RawMessage `json:"body"`
-			Epoch string          `json:"epoch"`
-		}
+		out := wsEventFrame(ev)
+		var m map[string]json.RawMessage
 		if err := json.Unmarshal(out, &m); err != nil {
 			t.Fatalf("frame %q: %v", out, err)
 		}
-		if m.V != 1 || m.Kind != "event" || m.ID != ev.ID() || m.Room != room || m.Seq != seq || m.Epoch != epoch {
-			t.Fatalf("frame %q", out)
+		var env map[string]json.RawMessage
+		if err := json.Unmarshal(ev.AppendJSON(nil), &env); err != nil {
+			t.Fatalf("envelope: %v", err)
+		}
+		if string(m["v"]) != "1" || string(m["kind"]) != `"event"` || string(m["id"]) != strconv.Quote(ev.ID()) {
+			t.Fatalf("frame %q: v, kind or id", out)
+		}
+		for k, v := range env {
+			var got, want bytes.Buffer
+			_ = json.Compact(&got, m[k])
+			_ = json.Compact(&want, v)
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("frame %q: field %s is %s, the envelope's %s", out, k, m[k], v)
+			}
+		}
+		if len(m) != len(env)+3 {
+			t.Fatalf("frame %q: %d fields, want the envelope's %d and v, kind, id", out, len(m), len(env))
 		}
 	})
 }

@@ -187,17 +187,20 @@ func appendWSHead(dst []byte, kind string) []byte {
 	return append(dst, '"')
 }
 
-// appendWSEvent appends an event frame: the SSE envelope's fields and the id,
-// {"v":1,"kind":"event","id":"<epoch>:<seq>","room",…,"body"}. envelope is the
-// envelope as replay.Event.AppendJSON encodes it.
-func appendWSEvent(dst []byte, pos replay.Position, envelope []byte) []byte {
-	dst = appendWSHead(dst, wsEvent)
-	dst = append(dst, `,"id":"`...)
-	dst = append(dst, pos.Epoch...)
-	dst = append(dst, ':')
-	dst = strconv.AppendUint(dst, pos.Seq, 10)
-	dst = append(dst, '"', ',')
-	return append(dst, envelope[1:]...)
+// wsEventFrame encodes ev as its event frame, in one allocation: the envelope's
+// fields (replay.Event.AppendJSON) and the id,
+// {"v":1,"kind":"event","id":"<epoch>:<seq>","room",…,"body"}.
+func wsEventFrame(ev replay.Event) []byte {
+	b := appendWSHead(make([]byte, 0, len(ev.Body)+len(ev.Room)+2*len(ev.Epoch)+len(ev.Type)+160), wsEvent)
+	b = append(b, `,"id":"`...)
+	b = append(b, ev.Epoch...)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, ev.Seq, 10)
+	b = append(b, '"', ',')
+	// The envelope's fields follow, without its opening brace.
+	n := len(b)
+	b = ev.AppendJSON(b)
+	return append(b[:n], b[n+1:]...)
 }
 
 // appendWSResync appends a resync frame: the room's history between the client's
@@ -217,39 +220,6 @@ func appendWSResync(dst []byte, room string, at replay.Position, fork bool) []by
 		dst = append(dst, `,"fork":true`...)
 	}
 	return append(dst, '}')
-}
-
-// sseData returns the data of an SSE event frame: its data: lines joined with LF
-// (one line, the usual case, without a copy).
-func sseData(frame []byte) []byte {
-	var out []byte
-	lines := 0
-	var first []byte
-	for len(frame) > 0 {
-		i := bytes.IndexByte(frame, '\n')
-		if i < 0 {
-			i = len(frame)
-		}
-		line := frame[:i]
-		frame = frame[min(i+1, len(frame)):]
-		v, ok := bytes.CutPrefix(line, []byte("data: "))
-		if !ok {
-			continue
-		}
-		switch lines {
-		case 0:
-			first = v
-		case 1:
-			out = append(append(append(out, first...), '\n'), v...)
-		default:
-			out = append(append(out, '\n'), v...)
-		}
-		lines++
-	}
-	if lines <= 1 {
-		return first
-	}
-	return out
 }
 
 // wsJSON encodes a control frame (welcome, published, error, pong).

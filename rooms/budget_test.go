@@ -8,28 +8,26 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-// kiloFrame is a 1,000-byte frame that starts with the event's id.
-func kiloFrame(ev replay.Event) []byte {
-	b := make([]byte, 1000)
-	copy(b, ev.ID())
-	return b
-}
+// kilo is the weight of the items the budget tests publish (publishSized): 1,000
+// bytes, below the queues' average share (QueueBytes / Queue), so the budget's
+// estimate counts them through the room's mean small item.
+const kilo = 1000
 
 func TestPodBudgetClosesFurthestBehindFirst(t *testing.T) {
 	// The scan is driven by hand: the background one would race the assertions.
 	l, _, g := setup(t, replay.MemoryConfig{}, Config{
-		Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 10_000, BudgetInterval: time.Hour, Frame: kiloFrame,
+		Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 10_000, BudgetInterval: time.Hour,
 	})
 	furthest, reader := join(t, g, "lobby"), join(t, g, "lobby")
-	epoch := publish(t, l, "lobby", 1).Epoch
+	epoch := publishSized(t, l, "lobby", 1, kilo).Epoch
 	next(t, reader)
 	for range 7 {
-		publish(t, l, "lobby", 1)
+		publishSized(t, l, "lobby", 1, kilo)
 		next(t, reader)
 	}
 	behind := join(t, g, "lobby")
 	for range 4 {
-		publish(t, l, "lobby", 1)
+		publishSized(t, l, "lobby", 1, kilo)
 		next(t, reader)
 	}
 	// furthest holds 12,000 bytes, behind 4,000, reader none: 16,000 > 10,000.
@@ -53,7 +51,7 @@ func TestPodBudgetClosesFurthestBehindFirst(t *testing.T) {
 	// The reader keeps up, behind now falls further: it is the next to go, the
 	// reader never.
 	for range 7 {
-		publish(t, l, "lobby", 1)
+		publishSized(t, l, "lobby", 1, kilo)
 		next(t, reader)
 	}
 	if got := g.enforceBudget(); got != 1 || behind.Reason() != ReasonSlowConsumer || reader.Reason() != 0 {
@@ -73,10 +71,10 @@ func TestPodBudgetClosesFurthestBehindFirst(t *testing.T) {
 
 func TestPodBudgetUnderIt(t *testing.T) {
 	l, _, g := setup(t, replay.MemoryConfig{}, Config{
-		Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 10_000, BudgetInterval: time.Hour, Frame: kiloFrame,
+		Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 10_000, BudgetInterval: time.Hour,
 	})
 	a, b := join(t, g, "lobby"), join(t, g, "lobby")
-	publish(t, l, "lobby", 5)
+	publishSized(t, l, "lobby", 5, kilo)
 	if got := g.enforceBudget(); got != 0 || a.Reason() != 0 || b.Reason() != 0 {
 		t.Fatalf("closed %d at exactly the budget", got)
 	}
@@ -87,10 +85,10 @@ func TestPodBudgetUnderIt(t *testing.T) {
 
 func TestPodBudgetScansInTheBackground(t *testing.T) {
 	l, _, g := setup(t, replay.MemoryConfig{}, Config{
-		Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 5_000, BudgetInterval: 10 * time.Millisecond, Frame: kiloFrame,
+		Queue: 1000, QueueBytes: 1 << 20, MaxQueuedBytes: 5_000, BudgetInterval: 10 * time.Millisecond,
 	})
 	idle := join(t, g, "lobby")
-	publish(t, l, "lobby", 6)
+	publishSized(t, l, "lobby", 6, kilo)
 	await(t, idle.Done(), "the idle member's close by the budget scan")
 	if idle.Reason() != ReasonSlowConsumer {
 		t.Fatalf("reason %s", idle.Reason())
@@ -100,28 +98,33 @@ func TestPodBudgetScansInTheBackground(t *testing.T) {
 }
 
 func TestPodBudgetOffByDefault(t *testing.T) {
-	l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 1000, QueueBytes: 1 << 20, Frame: kiloFrame})
+	l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 1000, QueueBytes: 1 << 20})
 	m := join(t, g, "lobby")
-	publish(t, l, "lobby", 50)
+	publishSized(t, l, "lobby", 50, kilo)
 	if got := g.enforceBudget(); got != 0 || m.Reason() != 0 {
 		t.Fatalf("closed %d with no budget", got)
 	}
 }
 
-func TestQueuedEstimateCountsSmallFrames(t *testing.T) {
-	// Small frames are not charged one by one, yet the budget's estimate counts
-	// them: 10-byte frames, a queue long enough to hold them all by count.
-	l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 100, QueueBytes: 1000})
+func TestQueuedEstimateCountsSmallItems(t *testing.T) {
+	// Small items are not charged one by one, yet the budget's estimate counts
+	// them: 200-byte items, exactly the queue's average share, in a queue long
+	// enough to hold them all by count.
+	const weight = 200
+	l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 100, QueueBytes: 100 * weight})
 	m := join(t, g, "lobby")
-	publish(t, l, "lobby", 3)
+	ev := publishSized(t, l, "lobby", 3, weight)
 	if st := g.Stats(); st.Members != 1 {
 		t.Fatal(st)
 	}
-	if got := m.queued(); got != 30 {
-		t.Fatalf("queued %d bytes, want 30 (three 10-byte frames)", got)
+	if got := m.Charge(newItem(ev)); got != 0 {
+		t.Fatalf("a %d-byte item is charged %d bytes, want none (a small item)", weight, got)
+	}
+	if got := m.queued(); got != 3*weight {
+		t.Fatalf("queued %d bytes, want %d (three %d-byte items)", got, 3*weight, weight)
 	}
 	next(t, m)
-	if got := m.queued(); got != 20 {
-		t.Fatalf("queued %d bytes after taking one, want 20", got)
+	if got := m.queued(); got != 2*weight {
+		t.Fatalf("queued %d bytes after taking one, want %d", got, 2*weight)
 	}
 }

@@ -26,7 +26,7 @@ func TestJoinRacingClose(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		l := newMemoryLog(t, replay.MemoryConfig{})
 		bus := newFakeBus(l)
-		g, err := New(bus, l, Config{Frame: testFrame, ResyncFrame: testResyncFrame, Logger: quietLogger(), Linger: -1})
+		g, err := New(bus, l, Config{Logger: quietLogger(), Linger: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,11 @@
 // error), then reads the room's head as the baseline for gap detection. The last
 // Leave starts a short linger; a room still empty when it ends is unsubscribed.
 //
-// A ring with seq == last+1 in the room's epoch is delivered at once: its SSE frame
-// is encoded once and sent, without blocking, to every member's queue. Anything else
+// A ring with seq == last+1 in the room's epoch is delivered at once: one Item holding
+// the event is sent, without blocking, to every member's queue. Rooms carry events,
+// not any transport's bytes: an Item keeps each framing's encoding (Item.Encoded) once
+// the first reader asked for it, shared by every member and reader of the same item,
+// so fan-out to a thousand members of one transport encodes once. Anything else
 // (a gap, a new epoch, the bus saying it may have missed events) starts a repair: one
 // goroutine per room reads the log from the last delivered position and delivers in
 // order; rings that arrive meanwhile only mark the room dirty, so the repair reads
@@ -24,7 +27,7 @@
 //
 // # Resumes
 //
-// Each open room keeps its latest delivered events with their frames (recent.go),
+// Each open room keeps the items of its latest delivered events (recent.go),
 // bounded by Config.Recent, RecentBytes and the pod's MaxRecentBytes: a dense run in
 // one epoch ending at the room's delivered position, restarted by every resync and by
 // any event that does not continue it. Since serves a resume from it when it holds the
@@ -38,7 +41,7 @@
 // ReasonSlowConsumer and resumes by id. With Config.MaxQueuedBytes, a scan every
 // BudgetInterval also closes the members with the most bytes queued first, as slow
 // consumers, while the pod's total is over it: no shared counter on the fan-out path.
-// rooms knows nothing about HTTP; the caller supplies the frame encoder.
+// rooms knows nothing about HTTP or any wire: the caller supplies its framings.
 //
 // # Measurements
 //
@@ -53,8 +56,8 @@
 // latest events and its shared reads. Neither is held across bus or log I/O;
 // fan-out happens under the room mutex with non-blocking sends only. The budget scan
 // estimates a member's queued bytes under the room mutex from what the fan-out
-// already keeps: the large frames' byte count, and the queue's length times the
-// room's mean small frame; it adds nothing to the fan-out path.
+// already keeps: the large items' byte count, and the queue's length times the
+// room's mean small item; it adds nothing to the fan-out path.
 //
 // Occupancy (occupancy.go): Room and TopRooms read member counts and a bounded
 // sample of queue lengths under each room's mutex. A Reporter writes this pod's

@@ -34,11 +34,11 @@ func checkDense(items []*Item) error {
 	if len(items) == 0 {
 		return nil
 	}
-	epoch := items[0].Pos.Epoch
+	epoch, room := items[0].Pos.Epoch, items[0].Event.Room
 	for i, it := range items {
 		want := replay.Position{Epoch: epoch, Seq: uint64(i + 1)}
-		if it.Resync || it.Pos != want || string(it.Frame) != want.String() {
-			return fmt.Errorf("item %d is {pos %s resync %v frame %q}, want event %s", i, it.Pos, it.Resync, it.Frame, want)
+		if !isEvent(it, room, want) {
+			return fmt.Errorf("item %d is {pos %s resync %v event %s}, want event %s", i, it.Pos, it.Resync, it.Event.ID(), want)
 		}
 	}
 	return nil
@@ -210,12 +210,16 @@ func TestZeroRingRepairs(t *testing.T) {
 	expectEmpty(t, m)
 }
 
-// expectResync takes one item from m and checks it is a resync notice at head.
-func expectResync(t *testing.T, m *Member, head replay.Position) {
+// expectResync takes one item from m and checks it is a resync notice at head for the
+// history lost after `after`, a fork or not, carrying no event.
+func expectResync(t *testing.T, m *Member, head, after replay.Position, fork bool) {
 	t.Helper()
 	it := next(t, m)
-	if !it.Resync || it.Pos != head || string(it.Frame) != "resync "+head.String() {
-		t.Fatalf("got item {pos %s resync %v frame %q}, want resync at %s", it.Pos, it.Resync, it.Frame, head)
+	ev := &it.Event
+	if !it.Resync || it.Pos != head || it.After != after || it.Fork != fork ||
+		ev.Room != "" || ev.Epoch != "" || ev.Seq != 0 || ev.TS != 0 || ev.Type != "" || ev.Body != nil {
+		t.Fatalf("got item {pos %s resync %v after %s fork %v event %s of %q}, want a resync at %s after %s, fork %v, with no event",
+			it.Pos, it.Resync, it.After, it.Fork, ev.ID(), ev.Room, head, after, fork)
 	}
 }
 
@@ -246,8 +250,9 @@ func TestResyncBeyondRetainedLog(t *testing.T) {
 			}
 			bus.setIntercept(nil)
 			head := publish(t, l, "lobby", 1).Position()
+			after := replay.Position{Epoch: epoch, Seq: uint64(tt.delivered)} // the zero position when nothing was
 			for _, m := range ms {
-				expectResync(t, m, head)
+				expectResync(t, m, head, after, false)
 			}
 			publish(t, l, "lobby", 4)
 			for _, m := range ms {
@@ -277,7 +282,7 @@ func TestEpochChangeResyncs(t *testing.T) {
 	}
 	// The resync is at the point before the new epoch's first event, which follows.
 	for _, m := range ms {
-		expectResync(t, m, replay.Position{Epoch: first.Epoch})
+		expectResync(t, m, replay.Position{Epoch: first.Epoch}, old.Position(), false)
 		expectEvents(t, m, first.Epoch, 1, 1)
 	}
 	publish(t, l, "lobby", 2)
@@ -291,7 +296,10 @@ func TestEpochChangeResyncs(t *testing.T) {
 }
 
 func TestSlowConsumer(t *testing.T) {
-	// Frames are "<8-char epoch>:<seq>": 10 bytes for seq 1..9.
+	// Every item weighs unit bytes: publish's body in "lobby", with the MemoryLog's
+	// 8-character epochs and no type (checked as the events are published). The byte
+	// budgets are above an item's average share, so each item is charged.
+	unit := int64(newItem(replay.Event{Room: "lobby", Epoch: "12345678", Body: json.RawMessage(`{}`)}).size())
 	tests := []struct {
 		name       string
 		queue      int
@@ -299,8 +307,8 @@ func TestSlowConsumer(t *testing.T) {
 		idleKeeps  int // items the idle member holds when it is closed
 	}{
 		{name: "queue length", queue: 4, idleKeeps: 4},
-		{name: "queue bytes", queue: 100, queueBytes: 25, idleKeeps: 2},
-		{name: "frame larger than the byte budget", queue: 100, queueBytes: 5, idleKeeps: 1},
+		{name: "queue bytes", queue: 100, queueBytes: unit * 5 / 2, idleKeeps: 2},
+		{name: "item larger than the byte budget", queue: 100, queueBytes: unit / 2, idleKeeps: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,7 +316,11 @@ func TestSlowConsumer(t *testing.T) {
 			reader, idle := join(t, g, "lobby"), join(t, g, "lobby")
 			var epoch string
 			for seq := uint64(1); seq <= 9; seq++ {
-				epoch = publish(t, l, "lobby", 1).Epoch
+				ev := publish(t, l, "lobby", 1)
+				if n := int64(newItem(ev).size()); n != unit {
+					t.Fatalf("event %s (epoch %q) weighs %d bytes, want %d", ev.ID(), ev.Epoch, n, unit)
+				}
+				epoch = ev.Epoch
 				expectEvents(t, reader, epoch, seq, seq)
 			}
 			expectEmpty(t, reader)
@@ -337,7 +349,7 @@ func TestSlowConsumer(t *testing.T) {
 	}
 
 	t.Run("budget not released", func(t *testing.T) {
-		l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 100, QueueBytes: 25})
+		l, _, g := setup(t, replay.MemoryConfig{}, Config{Queue: 100, QueueBytes: unit * 5 / 2})
 		m := join(t, g, "lobby")
 		for range 2 {
 			publish(t, l, "lobby", 1)
@@ -445,7 +457,7 @@ func TestForkedHistoryResyncs(t *testing.T) {
 	bus.setIntercept(nil)
 
 	bus.ring("lobby", replay.Event{}) // resubscribed: read the log
-	expectResync(t, m, real.Position())
+	expectResync(t, m, real.Position(), replay.Position{Epoch: ev.Epoch, Seq: 4}, true)
 	if st := g.Stats(); st.Forks != 1 || st.Resyncs != 1 {
 		t.Fatalf("Stats = %+v, want one fork resynced", st)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,14 +17,6 @@ import (
 
 // waitLimit bounds every wait in these tests; reaching it means the registry is stuck.
 const waitLimit = 5 * time.Second
-
-// testFrame is the SSE frame the tests configure: the event's id, as bytes.
-func testFrame(ev replay.Event) []byte { return []byte(ev.ID()) }
-
-// testResyncFrame is the resync notice the tests configure: "resync <pos>".
-func testResyncFrame(room string, head replay.Position) []byte {
-	return []byte("resync " + head.String())
-}
 
 // quietLogger drops the registry's own warnings so test output stays readable.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -45,16 +38,10 @@ func newMemoryLog(t testing.TB, cfg replay.MemoryConfig) *replay.MemoryLog {
 	return l
 }
 
-// newRegistry returns a Registry over bus and log with the test frame encoders filled
-// in, closed at the end of the test (registered after the log, so it closes first).
+// newRegistry returns a Registry over bus and log that logs nowhere unless cfg says,
+// closed at the end of the test (registered after the log, so it closes first).
 func newRegistry(t testing.TB, bus Bus, log Log, cfg Config) *Registry {
 	t.Helper()
-	if cfg.Frame == nil {
-		cfg.Frame = testFrame
-	}
-	if cfg.ResyncFrame == nil {
-		cfg.ResyncFrame = testResyncFrame
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
@@ -105,6 +92,38 @@ func publish(t testing.TB, l *replay.MemoryLog, room string, n int) replay.Event
 	return ev
 }
 
+// memoryEpochLen is the length of a MemoryLog's epochs (8 characters of [0-9a-z]).
+const memoryEpochLen = 8
+
+// sizedBody is a JSON string body that makes an event of room appended to a
+// MemoryLog, which stores no type for a publish that names none, an item that weighs
+// exactly weight bytes (Item.size). publishSized checks that it does.
+func sizedBody(room string, weight int) json.RawMessage {
+	n := weight - len(room) - 2*memoryEpochLen - itemFields // the body's length
+	if n < 2 {
+		panic(fmt.Sprintf("no body makes an item of %q weigh %d bytes", room, weight))
+	}
+	return json.RawMessage(`"` + strings.Repeat("x", n-2) + `"`)
+}
+
+// publishSized appends n events to room whose items weigh exactly weight bytes each,
+// and returns the last one.
+func publishSized(t testing.TB, l *replay.MemoryLog, room string, n, weight int) replay.Event {
+	t.Helper()
+	var ev replay.Event
+	for range n {
+		var err error
+		ev, err = l.Append(context.Background(), room, replay.Message{Body: sizedBody(room, weight)})
+		if err != nil {
+			t.Fatalf("Append(%q): %v", room, err)
+		}
+		if got := newItem(ev).size(); got != weight {
+			t.Fatalf("event %s (epoch %q, type %q) weighs %d bytes, want %d", ev.ID(), ev.Epoch, ev.Type, got, weight)
+		}
+	}
+	return ev
+}
+
 // next takes one item from m's queue, releasing its budget, or fails after waitLimit.
 func next(t testing.TB, m *Member) *Item {
 	t.Helper()
@@ -147,16 +166,22 @@ func poll(m *Member) (*Item, bool) {
 	}
 }
 
+// isEvent reports whether it is the item of room's event at want: not a resync, and
+// carrying that event (its position and id), not only its position.
+func isEvent(it *Item, room string, want replay.Position) bool {
+	return !it.Resync && it.Pos == want && it.Event.Room == room && it.Event.Position() == want &&
+		it.Event.ID() == want.String()
+}
+
 // expectEvents takes the items for seq from..to of epoch from m's queue and checks
-// each is the event at that position, in order, with its own frame.
+// each is the event at that position, in order, carrying its own event.
 func expectEvents(t testing.TB, m *Member, epoch string, from, to uint64) {
 	t.Helper()
 	for seq := from; seq <= to; seq++ {
 		it := next(t, m)
-		want := replay.Position{Epoch: epoch, Seq: seq}
-		if it.Resync || it.Pos != want || string(it.Frame) != want.String() {
-			t.Fatalf("member of %q: got item {pos %s resync %v frame %q}, want event %s",
-				m.Room(), it.Pos, it.Resync, it.Frame, want)
+		if want := (replay.Position{Epoch: epoch, Seq: seq}); !isEvent(it, m.Room(), want) {
+			t.Fatalf("member of %q: got item {pos %s resync %v event %s of %q}, want event %s",
+				m.Room(), it.Pos, it.Resync, it.Event.ID(), it.Event.Room, want)
 		}
 	}
 }
@@ -165,7 +190,7 @@ func expectEvents(t testing.TB, m *Member, epoch string, from, to uint64) {
 func expectEmpty(t testing.TB, m *Member) {
 	t.Helper()
 	if it, ok := poll(m); ok {
-		t.Fatalf("member of %q: unexpected item {pos %s resync %v frame %q}", m.Room(), it.Pos, it.Resync, it.Frame)
+		t.Fatalf("member of %q: unexpected item {pos %s resync %v event %s}", m.Room(), it.Pos, it.Resync, it.Event.ID())
 	}
 }
 

@@ -7,14 +7,16 @@ import (
 	"github.com/roomcast/roomcast/replay"
 )
 
-// Item is one entry of a member's queue: an event's SSE frame, shared by every member
-// that receives it, or a resync notice.
+// Item is one entry of a member's queue: an event, shared by every member that
+// receives it and by the room's latest events (Registry.Since), or a resync notice.
+// Each transport's encoding of the event is made once, by the first reader that asks
+// for it, and shared by every other (Encoded).
 type Item struct {
 	// Pos is the event's position or, for a resync, the position the stream continues
 	// after.
 	Pos replay.Position
-	// Frame is the encoded SSE frame. Read-only: it is shared.
-	Frame []byte
+	// Event is the event; the zero Event for a resync notice. Read-only: it is shared.
+	Event replay.Event
 	// Resync marks a notice that the history between the member's last event and Pos
 	// is lost.
 	Resync bool
@@ -27,12 +29,54 @@ type Item struct {
 	// read what follows.
 	After replay.Position
 
-	ts int64 // the event's publish time
+	enc [MaxFramings]atomic.Pointer[[]byte] // the encodings made so far, by Framing.Slot
 }
+
+// newItem is the item of ev.
+func newItem(ev replay.Event) *Item { return &Item{Pos: ev.Position(), Event: ev} }
 
 // TS is the event's publish time in Unix milliseconds (the envelope's ts), or 0 for
 // a resync notice.
-func (it *Item) TS() int64 { return it.ts }
+func (it *Item) TS() int64 { return it.Event.TS }
+
+// itemFields is what an event's encoding adds to its body and its names (room,
+// epoch, type), at most: the envelope's field names, seq, ts, and a transport's
+// framing around them.
+const itemFields = 128
+
+// size is the bytes one encoding of the item takes, at most, and what it weighs in a
+// queue (see Member.Charge).
+func (it *Item) size() int {
+	ev := &it.Event
+	return len(ev.Body) + len(ev.Room) + 2*len(ev.Epoch) + 2*len(ev.Type) + itemFields
+}
+
+// MaxFramings is how many framings an item keeps an encoding of.
+const MaxFramings = 2
+
+// Framing is one transport's encoding of an event: an SSE frame's fields, a WebSocket
+// event frame. Slot, below MaxFramings, names where items keep it; framings used
+// together must have distinct slots.
+type Framing struct {
+	Slot   int
+	Encode func(replay.Event) []byte
+}
+
+// Encoded returns the item's event in framing f, encoding it on the first call of
+// any reader: fan-out to a thousand members encodes once. A resync notice has no
+// event: a reader frames it itself. Two first calls at once may
+// both encode; one result is kept and returned to both. Read-only: it is shared.
+func (it *Item) Encoded(f *Framing) []byte {
+	slot := &it.enc[f.Slot]
+	if p := slot.Load(); p != nil {
+		return *p
+	}
+	b := f.Encode(it.Event)
+	if slot.CompareAndSwap(nil, &b) {
+		return b
+	}
+	return *slot.Load()
+}
 
 // Member is one stream's place in a room.
 type Member struct {
@@ -40,9 +84,9 @@ type Member struct {
 	first    chan *Item                 // the queue a member starts with; see Queue
 	longer   atomic.Pointer[chan *Item] // the queue that replaced first, once it filled up
 	length   int                        // Config.Queue: the queue's full length
-	bytes    atomic.Int64               // bytes of the large frames waiting (see Charge)
+	bytes    atomic.Int64               // bytes of the large items waiting (see Charge)
 	maxBytes int64
-	small    int // frames up to this size are not charged (QueueBytes / Queue)
+	small    int // items up to this size are not charged (QueueBytes / Queue)
 
 	start replay.Position // the room's delivered position when the member was added
 
@@ -101,15 +145,15 @@ func (m *Member) current() chan *Item {
 // Release gives back the queue budget held by an item taken from Queue.
 func (m *Member) Release(it *Item) { m.ReleaseBytes(m.Charge(it)) }
 
-// Charge is the queue budget an item holds: its frame's size when that is above the
-// queue's average share (QueueBytes / Queue), else nothing, since the queue's length
-// bounds those. The frames waiting in a queue thus take at most twice QueueBytes
-// (plus the short first queue's 16 small frames, see Queue).
+// Charge is the queue budget an item holds: its size (an encoding's, at most) when
+// that is above the queue's average share (QueueBytes / Queue), else nothing, since
+// the queue's length bounds those. The items waiting in a queue thus take at most
+// twice QueueBytes (plus the short first queue's 16 small ones, see Queue).
 func (m *Member) Charge(it *Item) int {
-	if len(it.Frame) <= m.small {
-		return 0
+	if n := it.size(); n > m.small {
+		return n
 	}
-	return len(it.Frame)
+	return 0
 }
 
 // ReleaseBytes gives back n bytes of queue budget at once: the Charge of a batch of
@@ -121,8 +165,8 @@ func (m *Member) ReleaseBytes(n int) {
 }
 
 // queuedLocked estimates the bytes waiting in the queue for the pod's budget: the
-// large frames exactly, plus the room's average small frame for every item (small
-// frames are not counted one by one, which keeps the fan-out path free of writes to
+// large items exactly, plus the room's average small item for every item (small
+// items are not counted one by one, which keeps the fan-out path free of writes to
 // the member). The room's lock must be held.
 func (m *Member) queuedLocked() int64 {
 	return m.bytes.Load() + int64(m.depth())*m.room.smallAvg
@@ -171,7 +215,7 @@ func (m *Member) Close(r Reason) bool {
 func (m *Member) offerLocked(it *Item) bool {
 	n := int64(m.Charge(it))
 	if n == 0 {
-		// Small frames are bounded by the queue's length alone: Queue of them fit
+		// Small items are bounded by the queue's length alone: Queue of them fit
 		// in QueueBytes. This spares the shared counter (and its cache line, which
 		// the reader writes too) on the fan-out path.
 		if !m.sendLocked(it) {
@@ -180,7 +224,7 @@ func (m *Member) offerLocked(it *Item) bool {
 		m.ring()
 		return true
 	}
-	// A single frame larger than the budget still passes into an empty queue.
+	// A single item larger than the budget still passes into an empty queue.
 	if total := m.bytes.Add(n); total > m.maxBytes && total != n {
 		m.bytes.Add(-n)
 		return false

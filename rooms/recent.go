@@ -9,28 +9,28 @@ import (
 )
 
 // Read is what Registry.Since found after a position: replay.ReadOn's answer, and
-// each event's encoded frame.
+// each event as an Item, whose encodings are shared with every member and reader that
+// was given the same item.
 type Read struct {
 	replay.Read
-	// Frames holds the SSE frame of Events[i] at i, as Config.Frame encodes it. The
-	// frames are shared with every member and reader: never modify them.
-	Frames [][]byte
+	// Items holds Events[i] at i. They are shared: never modify them.
+	Items []*Item
 }
 
-// recentEntry is one kept event with its frame, as members were given them.
+// recentEntry is one kept event, the item members were given.
 type recentEntry struct {
-	ev    replay.Event
-	frame []byte
-	size  int64
+	it   *Item
+	size int64
 }
 
-// slotSize is what one slot of a ring costs, held or not: the entry itself (the
-// event's strings point into memory shared with the log).
-const slotSize = 128
+// slotSize is what one slot of a ring costs, held or not: the entry and the item's
+// own fields (the event's strings point into memory shared with the log).
+const slotSize = 256
 
-// entrySize is what an entry holds besides its slot: its frame and body.
-func entrySize(ev replay.Event, frame []byte) int64 {
-	return int64(len(frame)) + int64(len(ev.Body))
+// entrySize is what an entry holds besides its slot: the event's body and, at most,
+// one encoding of it per framing (Item.Encoded), counted before they are made.
+func entrySize(it *Item) int64 {
+	return int64(len(it.Event.Body)) + MaxFramings*int64(it.size())
 }
 
 // recent is a room's latest delivered events, oldest first: a ring of the events
@@ -121,7 +121,7 @@ func (c *recent) evictLocked(g *Registry) int64 {
 func (c *recent) popLocked() int64 {
 	e := &c.ring[c.head]
 	size := e.size
-	c.baseTS = e.ev.TS
+	c.baseTS = e.it.TS()
 	*e = recentEntry{}
 	c.head = (c.head + 1) % len(c.ring)
 	c.n--
@@ -149,23 +149,23 @@ func (c *recent) growLocked(limit int) int64 {
 // keepLocked adds the event the room just delivered to its window, dropping the
 // oldest entries past the room's bounds and the pod's. An event that does not
 // continue the window restarts it. The room's lock must be held.
-func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
+func (g *Registry) keepLocked(r *room, it *Item) {
 	if !g.recentOn {
 		return
 	}
 	c := &r.recent
-	if ev.Epoch != c.base.Epoch || ev.Seq != c.base.Seq+uint64(c.n)+1 {
+	if ev := &it.Event; ev.Epoch != c.base.Epoch || ev.Seq != c.base.Seq+uint64(c.n)+1 {
 		c.restartLocked(g, replay.Position{Epoch: ev.Epoch, Seq: ev.Seq - 1})
 	}
-	size := entrySize(ev, frame)
+	size := entrySize(it)
 	delta := size // one update of the pod's count for the common case
 	if c.n == g.cfg.Recent {
 		// Full: the newest takes the oldest's slot.
 		e := &c.ring[c.head]
 		delta -= e.size
 		c.bytes -= e.size
-		c.baseTS = e.ev.TS
-		*e = recentEntry{ev: ev, frame: frame, size: size}
+		c.baseTS = e.it.TS()
+		*e = recentEntry{it: it, size: size}
 		if c.head++; c.head == len(c.ring) {
 			c.head = 0
 		}
@@ -176,7 +176,7 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 		if i >= len(c.ring) {
 			i -= len(c.ring)
 		}
-		c.ring[i] = recentEntry{ev: ev, frame: frame, size: size}
+		c.ring[i] = recentEntry{it: it, size: size}
 		c.n++
 	}
 	c.bytes += size
@@ -189,10 +189,10 @@ func (g *Registry) keepLocked(r *room, ev replay.Event, frame []byte) {
 	}
 }
 
-// prependLocked adds ev, the event at base, before the oldest entry if the bounds
+// prependLocked adds it, the event at base, before the oldest entry if the bounds
 // allow it; it reports whether it did.
-func (c *recent) prependLocked(g *Registry, ev replay.Event, frame []byte) bool {
-	size := entrySize(ev, frame)
+func (c *recent) prependLocked(g *Registry, it *Item) bool {
+	size := entrySize(it)
 	cost := size
 	if c.n == len(c.ring) {
 		cost += int64(min(max(2*len(c.ring), 4), g.cfg.Recent)-len(c.ring)) * slotSize // the slots growLocked adds
@@ -202,7 +202,7 @@ func (c *recent) prependLocked(g *Registry, ev replay.Event, frame []byte) bool 
 	}
 	added := c.growLocked(g.cfg.Recent)
 	c.head = (c.head - 1 + len(c.ring)) % len(c.ring)
-	c.ring[c.head] = recentEntry{ev: ev, frame: frame, size: size}
+	c.ring[c.head] = recentEntry{it: it, size: size}
 	c.n++
 	c.base.Seq--
 	c.baseTS = 0
@@ -223,17 +223,17 @@ func (c *recent) readLocked(after replay.Position, limit int) (Read, bool) {
 	if k == 0 {
 		return rd, true
 	}
-	rd.Events, rd.Frames = make([]replay.Event, k), make([][]byte, k)
+	rd.Events, rd.Items = make([]replay.Event, k), make([]*Item, k)
 	start := c.head + int(after.Seq-c.base.Seq)
 	for i := range k {
-		e := &c.ring[(start+i)%len(c.ring)]
-		rd.Events[i], rd.Frames[i] = e.ev, e.frame
+		it := c.ring[(start+i)%len(c.ring)].it
+		rd.Events[i], rd.Items[i] = it.Event, it
 	}
 	return rd, true
 }
 
 // Since reads up to limit events of room after `after`, as replay.ReadOn does, with
-// each event's frame. A room this pod holds serves the read from its latest events
+// each event's item. A room this pod holds serves the read from its latest events
 // when they hold `after`; concurrent reads that miss them share one read of the log:
 // one per room and generation that fills the window back to Config.Recent events,
 // else one per position and limit. The window follows the room's delivered order, so
@@ -344,13 +344,9 @@ func (g *Registry) fillWindow(r *room, f *flight) {
 	if errors.Is(err, replay.ErrGap) {
 		evs, err = nil, nil
 	}
-	frames := make([][]byte, len(evs))
-	for i, ev := range evs {
-		frames[i] = g.cfg.Frame(ev)
-	}
 	r.mu.Lock()
 	if err == nil && !r.gone && r.recent.gen == f.gen {
-		g.mergeLocked(r, from, evs, frames)
+		g.mergeLocked(r, from, evs)
 	}
 	if r.recent.fill == f {
 		r.recent.fill = nil
@@ -370,7 +366,7 @@ func (g *Registry) fillWindow(r *room, f *flight) {
 // window, newest first, when they connect to it: the log's events at the window's
 // base and at its oldest entry must be the ones the window knows (same publish
 // time), else the history forked and the repair will tell.
-func (g *Registry) mergeLocked(r *room, from replay.Position, evs []replay.Event, frames [][]byte) {
+func (g *Registry) mergeLocked(r *room, from replay.Position, evs []replay.Event) {
 	c := &r.recent
 	at := func(seq uint64) int { // index of seq in evs, or -1
 		i := int(seq - from.Seq - 1)
@@ -383,11 +379,11 @@ func (g *Registry) mergeLocked(r *room, from replay.Position, evs []replay.Event
 	if i < 0 || (c.baseTS != 0 && evs[i].TS != c.baseTS) {
 		return
 	}
-	if j := at(c.base.Seq + 1); j >= 0 && c.n > 0 && evs[j].TS != c.ring[c.head].ev.TS {
+	if j := at(c.base.Seq + 1); j >= 0 && c.n > 0 && evs[j].TS != c.ring[c.head].it.TS() {
 		return
 	}
 	for ; i >= 0 && evs[i].Seq == c.base.Seq && evs[i].Epoch == c.base.Epoch; i-- {
-		if !c.prependLocked(g, evs[i], frames[i]) {
+		if !c.prependLocked(g, newItem(evs[i])) {
 			return
 		}
 	}
@@ -447,15 +443,16 @@ func (g *Registry) sharedReadLocked(ctx context.Context, r *room, after replay.P
 	}
 }
 
-// readLog reads from the log with replay.ReadOn and encodes the frames.
+// readLog reads from the log with replay.ReadOn, each event as an item of its own
+// (shared by the readers that share this read).
 func (g *Registry) readLog(ctx context.Context, room string, after replay.Position, limit int) (Read, error) {
 	rd, err := replay.ReadOn(ctx, countedReader{g}, room, after, limit)
 	if err != nil {
 		return Read{}, err
 	}
-	out := Read{Read: rd, Frames: make([][]byte, len(rd.Events))}
+	out := Read{Read: rd, Items: make([]*Item, len(rd.Events))}
 	for i, ev := range rd.Events {
-		out.Frames[i] = g.cfg.Frame(ev)
+		out.Items[i] = newItem(ev)
 	}
 	return out, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // expectSameAsLog checks that Since answers every position of positions exactly as a
-// read of the log does: the same events with their frames, the same resync point,
+// read of the log does: the same events, each with its item, the same resync point,
 // resync and fork flags, and head. The room must be caught up (nothing in flight).
 func expectSameAsLog(t *testing.T, g *Registry, l replay.Reader, room string, positions []replay.Position) {
 	t.Helper()
@@ -24,15 +24,19 @@ func expectSameAsLog(t *testing.T, g *Registry, l replay.Reader, room string, po
 			t.Fatalf("since %s: error %v, the log's %v", p, err, werr)
 		}
 		if got.From != want.From || got.Head != want.Head || got.Resync != want.Resync || got.Fork != want.Fork ||
-			len(got.Events) != len(want.Events) || len(got.Frames) != len(got.Events) {
-			t.Fatalf("since %s: got {from %s head %s resync %v fork %v, %d events, %d frames}, the log {from %s head %s resync %v fork %v, %d events}",
-				p, got.From, got.Head, got.Resync, got.Fork, len(got.Events), len(got.Frames),
+			len(got.Events) != len(want.Events) || len(got.Items) != len(got.Events) {
+			t.Fatalf("since %s: got {from %s head %s resync %v fork %v, %d events, %d items}, the log {from %s head %s resync %v fork %v, %d events}",
+				p, got.From, got.Head, got.Resync, got.Fork, len(got.Events), len(got.Items),
 				want.From, want.Head, want.Resync, want.Fork, len(want.Events))
 		}
 		for i, ev := range want.Events {
-			if g := got.Events[i]; g.Position() != ev.Position() || g.TS != ev.TS || string(g.Body) != string(ev.Body) ||
-				string(got.Frames[i]) != string(testFrame(ev)) {
-				t.Fatalf("since %s: event %d is %s (ts %d, frame %q), the log's %s (ts %d)", p, i, g.Position(), g.TS, got.Frames[i], ev.Position(), ev.TS)
+			g, it := got.Events[i], got.Items[i]
+			if g.Position() != ev.Position() || g.TS != ev.TS || string(g.Body) != string(ev.Body) {
+				t.Fatalf("since %s: event %d is %s (ts %d), the log's %s (ts %d)", p, i, g.Position(), g.TS, ev.Position(), ev.TS)
+			}
+			if !isEvent(it, room, ev.Position()) || it.TS() != ev.TS || string(it.Event.Body) != string(ev.Body) {
+				t.Fatalf("since %s: item %d is {pos %s resync %v event %s ts %d}, want event %s (ts %d)",
+					p, i, it.Pos, it.Resync, it.Event.ID(), it.TS(), ev.Position(), ev.TS)
 			}
 		}
 	}
@@ -50,7 +54,8 @@ func positionsAround(epoch string, head uint64) []replay.Position {
 
 // TestSinceFollowsTheDeliveredOrder: the latest events answer resumes exactly as the
 // log would, after live events, a repaired gap, a resync over a trimmed gap, a new
-// epoch and a fork; and the frames they give are the ones members got.
+// epoch and a fork; and the items they give are the ones members got, encodings
+// included.
 func TestSinceFollowsTheDeliveredOrder(t *testing.T) {
 	clock := replaytest.NewClock(time.Unix(1731312000, 0))
 	l, bus, g := setup(t, replay.MemoryConfig{History: 30, HistoryTTL: time.Minute, Now: clock.Now}, Config{})
@@ -59,18 +64,33 @@ func TestSinceFollowsTheDeliveredOrder(t *testing.T) {
 
 	ev := publish(t, l, room, 20)
 	epoch := ev.Epoch
-	frames := map[uint64][]byte{}
+	items := map[uint64]*Item{}
 	for seq := uint64(1); seq <= 20; seq++ {
-		frames[seq] = next(t, m).Frame
+		items[seq] = next(t, m)
+	}
+	// The member encodes the odd seqs before the resume, the resume the even ones.
+	f := newCountingFraming(0, "sse")
+	for seq := uint64(11); seq <= 20; seq += 2 {
+		items[seq].Encoded(f.Framing)
 	}
 	rd, err := g.Since(context.Background(), room, replay.Position{Epoch: epoch, Seq: 10}, 100)
-	if err != nil || len(rd.Events) != 10 {
-		t.Fatalf("since 10: %d events, %v", len(rd.Events), err)
+	if err != nil || len(rd.Events) != 10 || len(rd.Items) != 10 {
+		t.Fatalf("since 10: %d events, %d items, %v", len(rd.Events), len(rd.Items), err)
 	}
-	for i, f := range rd.Frames {
-		if &f[0] != &frames[uint64(11+i)][0] {
-			t.Fatalf("since 10: frame %d is a copy, want the bytes members were given", 11+i)
+	for i, it := range rd.Items {
+		seq := uint64(11 + i)
+		if it != items[seq] {
+			t.Fatalf("since 10: item %d is another item, want the one members were given", seq)
 		}
+		if seq%2 == 0 {
+			it.Encoded(f.Framing)
+		}
+	}
+	for i, it := range rd.Items {
+		f.expectShared(t, items[uint64(11+i)], it)
+	}
+	if n := f.calls.Load(); n != 10 {
+		t.Fatalf("10 events encoded %d times by the member and the resume, want 10", n)
 	}
 	if st := g.Stats(); st.HistoryReads != 0 || st.RecentHits != 1 {
 		t.Fatalf("a resume inside the window: %+v, want one hit and no history read", st)
@@ -129,6 +149,78 @@ func TestSinceFollowsTheDeliveredOrder(t *testing.T) {
 		}
 		expectSameAsLog(t, g, l, room, positionsAround(epoch, 5))
 	})
+}
+
+// TestSinceItemsShareEncodings: a resume served from the window gets the items members
+// were given and, for the events a window fill read, the ones every later resume gets:
+// an encoding any of them made is the one the others get, not made again.
+func TestSinceItemsShareEncodings(t *testing.T) {
+	l, cl, g := newRecentRegistry(t, Config{})
+	const room = "lobby"
+	publish(t, l, room, 10)
+	m := join(t, g, room)
+	defer g.Leave(m)
+	ev := publish(t, l, room, 10)
+	sse, ws := newCountingFraming(0, "sse"), newCountingFraming(1, "ws")
+	live := map[uint64]*Item{}
+	for seq := uint64(11); seq <= 20; seq++ {
+		it := next(t, m)
+		if !isEvent(it, room, replay.Position{Epoch: ev.Epoch, Seq: seq}) {
+			t.Fatalf("got item {pos %s resync %v}, want event %d", it.Pos, it.Resync, seq)
+		}
+		it.Encoded(sse.Framing)
+		live[seq] = it
+	}
+
+	// The first resume from 5 fills the window with 1..10 from the log and is then
+	// served from it, as is the second.
+	after := replay.Position{Epoch: ev.Epoch, Seq: 5}
+	since := func() Read {
+		t.Helper()
+		rd, err := g.Since(context.Background(), room, after, 100)
+		if err != nil || len(rd.Items) != 15 || len(rd.Events) != 15 {
+			t.Fatalf("since 5: %d events, %d items, %v; want 6..20", len(rd.Events), len(rd.Items), err)
+		}
+		for i, it := range rd.Items {
+			if want := (replay.Position{Epoch: ev.Epoch, Seq: uint64(6 + i)}); !isEvent(it, room, want) || rd.Events[i].Position() != want {
+				t.Fatalf("since 5: event %d is %s, item {pos %s resync %v}; want %s", i, rd.Events[i].Position(), it.Pos, it.Resync, want)
+			}
+		}
+		return rd
+	}
+	first := since()
+	for seq, it := range first.Items {
+		if it.Pos.Seq <= 10 {
+			it.Encoded(sse.Framing)
+			it.Encoded(ws.Framing)
+			continue
+		}
+		if it != live[it.Pos.Seq] {
+			t.Fatalf("since 5: item %d is another item, want the one members were given", 6+seq)
+		}
+		sse.expectShared(t, live[it.Pos.Seq], it) // encoded by the member
+		it.Encoded(ws.Framing)                    // and now by the resume
+	}
+	if st := g.Stats(); st.HistoryReads != 1 || st.RecentHits != 1 || cl.reads.Load() != 1 {
+		t.Fatalf("the first resume: %+v, %d log reads; want the window fill's read and a hit", st, cl.reads.Load())
+	}
+	second := since()
+	for i, it := range second.Items {
+		if it != first.Items[i] {
+			t.Fatalf("since 5, again: item %d is another item, want the one the window gave before", 6+i)
+		}
+		sse.expectShared(t, first.Items[i], it)
+		ws.expectShared(t, first.Items[i], it)
+		if seq := it.Pos.Seq; seq > 10 {
+			ws.expectShared(t, live[seq], it) // the member gets the resume's encoding
+		}
+	}
+	if s, w := sse.calls.Load(), ws.calls.Load(); s != 15 || w != 15 {
+		t.Fatalf("15 events encoded %d times in sse and %d in ws by a member and two resumes, want 15 each", s, w)
+	}
+	if st := g.Stats(); st.HistoryReads != 1 || st.RecentHits != 2 {
+		t.Fatalf("the second resume: %+v; want a hit and no further read", st)
+	}
 }
 
 // recentTestLog counts the history reads the registry makes, and can hold them until
@@ -234,9 +326,12 @@ func TestSinceStormSharesReads(t *testing.T) {
 // pod MaxRecentBytes; a resume past what is kept reads the log; a room that expires
 // releases what it kept.
 func TestRecentBounds(t *testing.T) {
-	// Frames here are ids, "<8-character epoch>:<seq>": one size for seqs 1..9. A
-	// room that never holds more than 4 events has a ring of 4 slots.
-	size := entrySize(replay.Event{Body: []byte(`{}`)}, []byte("12345678:1"))
+	// Every event here is publish's body in room "r" of the MemoryLog's 8-character
+	// epochs, so every entry has one size: the body, and room for one encoding per
+	// framing, made or not. A room that never holds more than 4 events has a ring of 4
+	// slots.
+	body := []byte(`{}`)
+	size := int64(len(body)) + MaxFramings*int64(newItem(replay.Event{Room: "r", Epoch: "12345678", Seq: 1, Body: body}).size())
 	const ring = 4 * slotSize
 	cases := []struct {
 		name string
@@ -255,8 +350,8 @@ func TestRecentBounds(t *testing.T) {
 			ev := publish(t, l, "r", 9)
 			expectEvents(t, m, ev.Epoch, 1, 9)
 			epoch := ev.Epoch
-			if entrySize(ev, testFrame(ev)) != size {
-				t.Fatalf("epoch %q: the sizes above assume 8 characters", ev.Epoch)
+			if entrySize(newItem(ev)) != size {
+				t.Fatalf("event %s (epoch %q, type %q): the sizes above assume an 8-character epoch and no type", ev.ID(), ev.Epoch, ev.Type)
 			}
 			if st := g.Stats(); st.RecentBytes != ring+int64(tc.kept)*size {
 				t.Fatalf("%d bytes kept, want a ring and %d events' worth", st.RecentBytes, tc.kept)
@@ -334,7 +429,14 @@ func TestSinceWhileTheRoomMoves(t *testing.T) {
 		}()
 		await(t, cl.entered, "the window fill")
 		publish(t, l, "r", 5)
-		expectEvents(t, m, ev.Epoch, 51, 55)
+		var live []*Item
+		for seq := uint64(51); seq <= 55; seq++ {
+			it := next(t, m)
+			if !isEvent(it, "r", replay.Position{Epoch: ev.Epoch, Seq: seq}) {
+				t.Fatalf("got item {pos %s resync %v}, want event %d", it.Pos, it.Resync, seq)
+			}
+			live = append(live, it)
+		}
 		release()
 		rd := await(t, got, "the resume")
 		if len(rd.Events) != 45 || rd.Events[0].Seq != 11 || rd.Head.Seq != 55 {
@@ -342,8 +444,13 @@ func TestSinceWhileTheRoomMoves(t *testing.T) {
 				len(rd.Events), rd.Events[0].Seq, rd.Head)
 		}
 		for i, e := range rd.Events {
-			if e.Seq != uint64(11+i) || string(rd.Frames[i]) != e.ID() {
-				t.Fatalf("event %d: %s with frame %q", i, e.Position(), rd.Frames[i])
+			if it := rd.Items[i]; e.Seq != uint64(11+i) || !isEvent(it, "r", e.Position()) {
+				t.Fatalf("event %d: %s with item {pos %s resync %v event %s}", i, e.Position(), it.Pos, it.Resync, it.Event.ID())
+			}
+		}
+		for i, it := range live { // delivered while the fill was held: the window's own
+			if rd.Items[40+i] != it {
+				t.Fatalf("event %d: another item than the one the member was given", 51+i)
 			}
 		}
 		if n := cl.reads.Load(); n != 1 {

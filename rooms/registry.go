@@ -34,9 +34,9 @@ type Log interface {
 type Config struct {
 	// Queue is each member's queue length, in events (default 256).
 	Queue int
-	// QueueBytes bounds the frame bytes waiting in each member's queue (default 4 MiB).
+	// QueueBytes bounds the bytes of the items (Item.size: an encoding, at most) waiting in each member's queue (default 4 MiB).
 	QueueBytes int64
-	// MaxQueuedBytes bounds the frame bytes waiting in all members' queues together
+	// MaxQueuedBytes bounds the bytes of the items waiting in all members' queues together
 	// (zero: no bound). A scan every BudgetInterval closes the members with the most
 	// bytes waiting first, as slow consumers, until the sum is within the bound.
 	MaxQueuedBytes int64
@@ -58,19 +58,15 @@ type Config struct {
 	// (default 1024). Keep it at or below the log's history: a room's first resume
 	// that misses them reads that far back.
 	Recent int
-	// RecentBytes bounds one room's kept events: their frames and bodies, and 128
-	// bytes for each slot of the room's ring, which grows by doubling up to Recent
-	// slots (default 1 MiB).
+	// RecentBytes bounds one room's kept events: their bodies and the encodings their
+	// items may keep (MaxFramings, counted before they are made), and 256 bytes for
+	// each slot of the room's ring, which grows by doubling up to Recent slots
+	// (default 1 MiB).
 	RecentBytes int64
 	// MaxRecentBytes bounds the kept events of all rooms together, in the same
 	// measure (default 64 MiB; negative: no events are kept, every resume reads the
 	// log). A room that keeps an event past it drops its own oldest.
 	MaxRecentBytes int64
-	// Frame encodes an event's SSE frame; it is called once per event, not per member.
-	// Required.
-	Frame func(replay.Event) []byte
-	// ResyncFrame encodes the resync notice for room at head. Required.
-	ResyncFrame func(room string, head replay.Position) []byte
 	// Logger receives the registry's own errors (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -142,7 +138,7 @@ type room struct {
 	repairAt  time.Time       // when the ring that started the running repair came
 	rings     atomic.Uint32   // rings heard, for sampling the fan-out lag
 	dirty     bool            // a ring arrived while syncing
-	smallAvg  int64           // running mean size of the small frames fanned out (see Member.queuedLocked)
+	smallAvg  int64           // running mean size of the small items fanned out (see Member.queuedLocked)
 	recent    recent          // the latest events delivered, for resumes (recent.go)
 }
 
@@ -187,8 +183,6 @@ func New(bus Bus, log Log, cfg Config) (*Registry, error) {
 	switch {
 	case bus == nil || log == nil:
 		return nil, errors.New("rooms: bus and log are required")
-	case cfg.Frame == nil || cfg.ResyncFrame == nil:
-		return nil, errors.New("rooms: Frame and ResyncFrame are required")
 	case cfg.Queue < 1 || cfg.QueueBytes < 1 || cfg.RepairBatch < 1 || cfg.IOTimeout < 0:
 		return nil, fmt.Errorf("rooms: queue %d, queue bytes %d, repair batch %d and io timeout %s must be positive",
 			cfg.Queue, cfg.QueueBytes, cfg.RepairBatch, cfg.IOTimeout)
@@ -470,7 +464,7 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 		}
 		var it *Item
 		if ev.Seq != 0 {
-			it = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev), ts: ev.TS}
+			it = newItem(ev)
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -484,9 +478,9 @@ func (r *room) ringer(g *Registry) func(replay.Event) {
 			// Already delivered (a repair read it first).
 		case ev.Epoch == r.pos.Epoch && ev.Seq == r.pos.Seq+1,
 			r.pos == (replay.Position{}) && ev.Seq == 1:
-			r.pos, r.posTS = it.Pos, it.ts
+			r.pos, r.posTS = it.Pos, it.TS()
 			g.fanoutLocked(r, it)
-			g.keepLocked(r, ev, it.Frame)
+			g.keepLocked(r, it)
 			if !rang.IsZero() {
 				lag(time.Since(rang))
 			}
@@ -547,7 +541,7 @@ func (g *Registry) repair(r *room) {
 		}
 		items := make([]*Item, len(rd.Events))
 		for i, ev := range rd.Events {
-			items[i] = &Item{Pos: ev.Position(), Frame: g.cfg.Frame(ev), ts: ev.TS}
+			items[i] = newItem(ev)
 		}
 
 		r.mu.Lock()
@@ -556,7 +550,7 @@ func (g *Registry) repair(r *room) {
 			if rd.Resync { // the log cannot fill the hole
 				r.pos, r.posTS = rd.From, 0
 				g.resyncs.Add(1)
-				g.fanoutLocked(r, &Item{Pos: rd.From, Frame: g.cfg.ResyncFrame(r.name, rd.From), Resync: true, Fork: rd.Fork, After: from})
+				g.fanoutLocked(r, &Item{Pos: rd.From, Resync: true, Fork: rd.Fork, After: from})
 				r.recent.restartLocked(g, rd.From)
 			}
 			if !filled && !rd.Resync && len(items) > 0 {
@@ -564,10 +558,10 @@ func (g *Registry) repair(r *room) {
 				filled = true
 				g.gapsRepaired.Add(1)
 			}
-			for i, it := range items {
-				r.pos, r.posTS = it.Pos, it.ts
+			for _, it := range items {
+				r.pos, r.posTS = it.Pos, it.TS()
 				g.fanoutLocked(r, it)
-				g.keepLocked(r, rd.Events[i], it.Frame)
+				g.keepLocked(r, it)
 			}
 			delivered = len(items)
 		}
@@ -618,8 +612,8 @@ func (g *Registry) readAfter(ctx context.Context, room string, from replay.Posit
 // fanoutLocked offers it to every open member without blocking. A member that cannot
 // take it is closed as a slow consumer; its stream leaves and the client resumes by id.
 func (g *Registry) fanoutLocked(r *room, it *Item) {
-	if n := int64(len(it.Frame)); n <= g.cfg.QueueBytes/int64(g.cfg.Queue) {
-		// A mean over about the last 16 small frames, for the budget's estimate;
+	if n := int64(it.size()); n <= g.cfg.QueueBytes/int64(g.cfg.Queue) {
+		// A mean over about the last 16 small items, for the budget's estimate;
 		// the first one sets it.
 		if r.smallAvg == 0 {
 			r.smallAvg = n

@@ -13,7 +13,7 @@ import (
 
 func TestNewValidates(t *testing.T) {
 	l := newMemoryLog(t, replay.MemoryConfig{})
-	ok := Config{Frame: testFrame, ResyncFrame: testResyncFrame}
+	ok := Config{}
 	with := func(f func(*Config)) Config { c := ok; f(&c); return c }
 	tests := []struct {
 		name    string
@@ -26,8 +26,6 @@ func TestNewValidates(t *testing.T) {
 		{name: "negative linger unsubscribes at once", bus: l, log: l, cfg: with(func(c *Config) { c.Linger = -1 })},
 		{name: "nil bus", log: l, cfg: ok, wantErr: true},
 		{name: "nil log", bus: l, cfg: ok, wantErr: true},
-		{name: "no frame", bus: l, log: l, cfg: with(func(c *Config) { c.Frame = nil }), wantErr: true},
-		{name: "no resync frame", bus: l, log: l, cfg: with(func(c *Config) { c.ResyncFrame = nil }), wantErr: true},
 		{name: "negative queue", bus: l, log: l, cfg: with(func(c *Config) { c.Queue = -1 }), wantErr: true},
 		{name: "negative queue bytes", bus: l, log: l, cfg: with(func(c *Config) { c.QueueBytes = -1 }), wantErr: true},
 		{name: "negative repair batch", bus: l, log: l, cfg: with(func(c *Config) { c.RepairBatch = -1 }), wantErr: true},
@@ -306,7 +304,7 @@ func TestClose(t *testing.T) {
 	t.Run("closes members and releases subscriptions", func(t *testing.T) {
 		l := newMemoryLog(t, replay.MemoryConfig{})
 		bus := newFakeBus(l)
-		g, err := New(bus, l, Config{Frame: testFrame, ResyncFrame: testResyncFrame, Logger: quietLogger()})
+		g, err := New(bus, l, Config{Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +353,7 @@ func TestClose(t *testing.T) {
 	t.Run("while a subscribe is pending", func(t *testing.T) {
 		l := newMemoryLog(t, replay.MemoryConfig{})
 		bus := newFakeBus(l)
-		g, err := New(bus, l, Config{Frame: testFrame, ResyncFrame: testResyncFrame, Logger: quietLogger()})
+		g, err := New(bus, l, Config{Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +385,7 @@ func TestClose(t *testing.T) {
 	t.Run("ctx ends while a subscribe is pending", func(t *testing.T) {
 		l := newMemoryLog(t, replay.MemoryConfig{})
 		bus := newFakeBus(l)
-		g, err := New(bus, l, Config{Frame: testFrame, ResyncFrame: testResyncFrame, Logger: quietLogger()})
+		g, err := New(bus, l, Config{Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,8 +95,6 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		// further than the log keeps.
 		Recent:         min(1024, cfg.History),
 		MaxRecentBytes: recentFor(cfg.RecentBytes),
-		Frame:          gateway.EventFrame,
-		ResyncFrame:    gateway.ResyncFrame,
 		Logger:         logger,
 	})
 	if err != nil {

@@ -54,24 +54,27 @@ func AppendField(dst []byte, name, value string) []byte {
 	return append(dst, '\n')
 }
 
-// EventFrame encodes ev as its SSE frame: id, event (omitted for the default type)
-// and the envelope as data. The registry calls it once per event, not per member, so
-// it builds the frame in one allocation; anything that could break a field (a line
-// break in the body, CR, LF or NUL in the epoch or type) takes the general path.
+// EventFrame encodes ev as its SSE frame: its id line (AppendID) and EventFields.
 func EventFrame(ev Event) []byte {
+	fields := EventFields(ev)
+	return append(AppendID(make([]byte, 0, len(fields)+len(ev.Epoch)+24), ev.Position()), fields...)
+}
+
+// EventFields encodes ev as an SSE frame without its id line: event (omitted for the
+// default type) and the envelope as data. A stream writes its own id line before it
+// (the event's position on a room's stream, the resume token on a multiplexed one),
+// so the fields are encoded once per event and shared by every stream. It builds them
+// in one allocation; anything that could break a field (a line break in the body, CR,
+// LF or NUL in the room or type) takes the general path.
+func EventFields(ev Event) []byte {
 	event := ev.Type
 	if event == DefaultType {
 		event = ""
 	}
-	if ev.Epoch == "" || !plainField(ev.Epoch) || !plainField(event) || !plainField(ev.Room) || hasLineBreak(ev.Body) {
-		return AppendFrame(nil, ev.ID(), event, ev.AppendJSON(nil))
+	if !plainField(ev.Epoch) || !plainField(event) || !plainField(ev.Room) || hasLineBreak(ev.Body) {
+		return AppendFrame(nil, "", event, ev.AppendJSON(nil))
 	}
-	b := make([]byte, 0, len(ev.Body)+2*len(ev.Epoch)+2*len(event)+len(ev.Room)+112)
-	b = append(b, "id: "...)
-	b = append(b, ev.Epoch...)
-	b = append(b, ':')
-	b = strconv.AppendUint(b, ev.Seq, 10)
-	b = append(b, '\n')
+	b := make([]byte, 0, len(ev.Body)+len(ev.Epoch)+2*len(event)+len(ev.Room)+96)
 	if event != "" {
 		b = append(b, "event: "...)
 		b = append(b, event...)
@@ -80,6 +83,21 @@ func EventFrame(ev Event) []byte {
 	b = append(b, "data: "...)
 	b = ev.AppendJSON(b)
 	return append(b, '\n', '\n')
+}
+
+// AppendID appends the id line of pos: "id: <epoch>:<seq>", or "id: <seq>" without
+// an epoch (Position.String).
+func AppendID(dst []byte, pos Position) []byte {
+	dst = append(dst, "id: "...)
+	if pos.Epoch != "" {
+		if !plainField(pos.Epoch) {
+			return AppendField(dst[:len(dst)-4], "id: ", pos.String())
+		}
+		dst = append(dst, pos.Epoch...)
+		dst = append(dst, ':')
+	}
+	dst = strconv.AppendUint(dst, pos.Seq, 10)
+	return append(dst, '\n')
 }
 
 // plainField reports whether s can stand in an SSE field and a JSON string as is.
