@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/roomcast/roomcast/replay/flight"
 )
 
 // The Redis Function library (roomcast.lua). Its name and its functions' names carry
@@ -155,7 +157,7 @@ func (c *RedisConfig) fill() error {
 // one event at a time, on rueidis's goroutines (the room's Receive goroutine for
 // events, a connection's reader for zero Events), never after Unsubscribe returns.
 // It must not block: a blocked ring stalls the connection every room on that node
-// shares. Locks, in order: a flight's mu, RedisLog.mu, a subscription's ringMu
+// shares. Locks, in order: a flight.Group's mu, RedisLog.mu, a subscription's ringMu
 // (held while ring runs). The group commit's mu and the slot map's mu are leaves,
 // never held while taking another. None is held across Redis I/O.
 type RedisLog struct {
@@ -175,9 +177,9 @@ type RedisLog struct {
 
 	isClosed atomic.Bool
 
-	since flight[sinceResult]
-	head  flight[Position]
-	load  flight[struct{}]
+	since flight.Group[sinceResult]
+	head  flight.Group[Position]
+	load  flight.Group[struct{}]
 
 	retries      atomic.Uint64
 	reloads      atomic.Uint64
