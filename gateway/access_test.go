@@ -47,8 +47,8 @@ func newSecurePod(t testing.TB, log replay.Log, keys *gatewaytest.Keys, gw gatew
 		Cookie:      testCookie,
 		PublishKeys: []string{testStaticKey},
 		Anonymous:   anon,
-		Tickets:     log.(replay.Tickets),
-		Revocations: log.(replay.Revocations),
+		Tickets:     control(t, log).Tickets,
+		Revocations: control(t, log).Revocations,
 	})
 	if err != nil {
 		t.Fatal(err)

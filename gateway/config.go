@@ -121,9 +121,18 @@ type Config struct {
 	// before it is closed with 4408 (default 10s).
 	WSHelloTimeout time.Duration
 	// Owners is the registry of which connection owns each WebSocket client id,
-	// shared by the fleet. Nil: the log's (replay.Owners: the fleet's in Redis, the
+	// shared by the fleet, and Notices carries the close notices pods send each
+	// other about them. Nil: the log's (replay.ControlOf: the fleet's in Redis, the
 	// pod's own in memory).
-	Owners clientOwners
+	Owners  clientOwners
+	Notices podNotices
+	// Occupancy is the fleet's record of who holds each room, which
+	// /admin/rooms/{room} reports. Nil: the log's (replay.ControlOf); with none,
+	// this pod's own count alone.
+	Occupancy roomOccupancy
+	// Tickets is the ticket store of the access control the server makes when Auth
+	// is nil. Nil: the log's (replay.ControlOf).
+	Tickets replay.Tickets
 	// OwnerTTL is how long a client's claim lives unless refreshed; the connection
 	// refreshes it every third of it (default 30s).
 	OwnerTTL time.Duration

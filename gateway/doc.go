@@ -27,7 +27,7 @@
 // acks, publishes and pings one at a time, handing answers to the writer through a
 // bounded channel. A connection's room state (delivered, acked) is guarded by its
 // mu; the pod's connections by client id by Server.wsMu, never held with it. One
-// connection owns each client id (Config.Owners, else the log's registry), bound to
+// connection owns each client id (Config.Owners, else replay.ControlOf's), bound to
 // the identity of its credential while the claim lives (wsidentity.go): a claim of
 // the same identity displaces the older connection, which is closed with 4409 on its
 // pod; one of another identity is refused with 4403.

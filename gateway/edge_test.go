@@ -167,6 +167,9 @@ type gatedLog struct {
 	gate    chan struct{}
 }
 
+// Unwrap is the log it wraps, whose control plane it has (replay.ControlOf).
+func (l *gatedLog) Unwrap() replay.Log { return l.MemoryLog }
+
 func (l *gatedLog) Append(ctx context.Context, room string, m replay.Message) (replay.Event, error) {
 	l.entered <- struct{}{}
 	select {

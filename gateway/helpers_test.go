@@ -57,6 +57,16 @@ func newPod(t testing.TB, pc podConfig) *pod {
 	return p
 }
 
+// control is log's control plane; it fails t when log has none.
+func control(t testing.TB, log replay.Log) replay.Control {
+	t.Helper()
+	c, ok := replay.ControlOf(log)
+	if !ok {
+		t.Fatalf("%T has no control plane", log)
+	}
+	return c
+}
+
 // newPodOn builds a pod over log, which it closes at the end of the test.
 func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	t.Helper()

@@ -16,6 +16,9 @@ type shortLog struct {
 	max int
 }
 
+// Unwrap is the log it wraps, whose control plane it has (replay.ControlOf).
+func (l *shortLog) Unwrap() replay.Log { return l.MemoryLog }
+
 func (l *shortLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
 	return l.MemoryLog.Since(ctx, room, after, min(limit, l.max))
 }

@@ -218,6 +218,9 @@ type droppingLog struct {
 	drop map[uint64]bool // seqs whose ring is lost
 }
 
+// Unwrap is the log it wraps, whose control plane it has (replay.ControlOf).
+func (d *droppingLog) Unwrap() replay.Log { return d.MemoryLog }
+
 func (d *droppingLog) Subscribe(ctx context.Context, room string, ring func(replay.Event)) error {
 	return d.MemoryLog.Subscribe(ctx, room, func(ev replay.Event) {
 		d.mu.Lock()

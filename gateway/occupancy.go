@@ -24,6 +24,13 @@ const (
 	occupancyTimeout = 2 * time.Second
 )
 
+// roomOccupancy is the fleet's record of who holds each room: replay.Occupancy's
+// read side (the log's control plane's; rooms.Reporter writes this pod's records).
+type roomOccupancy interface {
+	// Occupancy returns the pods whose record of room has not expired.
+	Occupancy(ctx context.Context, room string) ([]replay.PodCount, error)
+}
+
 var (
 	errBadLimit      = newError(http.StatusBadRequest, "invalid_limit", "limit must be an integer from 1 to 1000")
 	errBadRoomPrefix = newError(http.StatusBadRequest, "invalid_room",
@@ -122,10 +129,10 @@ func (s *Server) roomDetail(w http.ResponseWriter, r *http.Request) {
 	pod := s.podID()
 	info := s.rooms.Room(room)
 	var records []replay.PodCount
-	if occ, ok := s.log.(replay.Occupancy); ok {
+	if s.occupancy != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), occupancyTimeout)
 		var err error
-		records, err = occ.Occupancy(ctx, room)
+		records, err = s.occupancy.Occupancy(ctx, room)
 		cancel()
 		if err != nil {
 			s.cfg.Logger.Warn("reading a room's occupancy failed", "room", room, "err", err)

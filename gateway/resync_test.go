@@ -23,6 +23,9 @@ type steeredLog struct {
 	entered chan struct{}
 }
 
+// Unwrap is the log it wraps, whose control plane it has (replay.ControlOf).
+func (l *steeredLog) Unwrap() replay.Log { return l.MemoryLog }
+
 func newSteeredLog(t *testing.T, cfg replay.MemoryConfig) *steeredLog {
 	t.Helper()
 	mem, err := replay.NewMemoryLog(cfg)

@@ -20,6 +20,9 @@ type slowJoinLog struct {
 	release chan struct{}
 }
 
+// Unwrap is the log it wraps, whose control plane it has (replay.ControlOf).
+func (l *slowJoinLog) Unwrap() replay.Log { return l.MemoryLog }
+
 func (l *slowJoinLog) Subscribe(ctx context.Context, room string, ring func(replay.Event)) error {
 	l.entered <- room
 	select {

@@ -48,6 +48,8 @@ type Server struct {
 	conns *Connections // every open connection, the drain's target
 
 	owners     clientOwners           // who owns each WebSocket client id (Config.Owners)
+	notices    podNotices             // close notices between pods (Config.Notices)
+	occupancy  roomOccupancy          // the fleet's records of who holds each room; nil: none
 	wsMu       sync.Mutex             // guards wsByClient and wsClaims
 	wsByClient map[string]*wsConn     // the pod's WebSocket connections by client id
 	wsClaims   map[string]*claimTurn  // the claims of each client id in progress on the pod
@@ -70,13 +72,23 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	if s.conns == nil {
 		s.conns = NewConnections(reg)
 	}
+	// What Config leaves out comes from the log's control plane: the fleet's in
+	// Redis, the pod's own in memory.
+	ctl, _ := replay.ControlOf(log)
 	if s.owners == nil {
-		// The log's registry: the fleet's in Redis, the pod's in memory.
-		o, ok := log.(replay.Owners)
-		if !ok {
+		if ctl.Owners == nil {
 			return nil, errors.New("gateway: the log keeps no WebSocket client registry (replay.Owners): set Config.Owners")
 		}
-		s.owners = o
+		s.owners = ctl.Owners
+	}
+	if s.notices = cfg.Notices; s.notices == nil {
+		if ctl.Notices == nil {
+			return nil, errors.New("gateway: the log carries no pod notices (replay.Notices): set Config.Notices")
+		}
+		s.notices = ctl.Notices
+	}
+	if s.occupancy = cfg.Occupancy; s.occupancy == nil && ctl.Occupancy != nil {
+		s.occupancy = ctl.Occupancy
 	}
 	if s.auth == nil {
 		var keys []string
@@ -85,7 +97,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		}
 		ac := auth.Config{PublishKeys: keys, Logger: cfg.Logger}
 		// Revocations stay pod-local: watching the log's would need a Close.
-		ac.Tickets, _ = log.(replay.Tickets)
+		if ac.Tickets = cfg.Tickets; ac.Tickets == nil {
+			ac.Tickets = ctl.Tickets
+		}
 		a, err := auth.New(ac)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)

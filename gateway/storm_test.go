@@ -19,11 +19,14 @@ import (
 )
 
 // sinceCountingLog counts the history reads a pod makes: every Since call, shared or
-// not. It is the Redis log in every other respect (its client registry included).
+// not. It is the Redis log in every other respect (its control plane included).
 type sinceCountingLog struct {
 	*replay.RedisLog
 	since atomic.Int64
 }
+
+// Unwrap is the log it wraps, whose control plane it has (replay.ControlOf).
+func (l *sinceCountingLog) Unwrap() replay.Log { return l.RedisLog }
 
 func (l *sinceCountingLog) Since(ctx context.Context, room string, after replay.Position, limit int) ([]replay.Event, replay.Position, error) {
 	l.since.Add(1)

@@ -48,7 +48,7 @@ func TestWSFleetOwnershipMovesPods(t *testing.T) {
 	moved.welcome(client, testBoot(1_700_000_000_500, 2), map[string]string{room: ""})
 	old.wantClose(4409)
 
-	l := pods["own-b"].log.(replay.Owners)
+	l := control(t, pods["own-b"].log).Owners
 	o, ok, err := l.ClientOwner(context.Background(), client)
 	if err != nil || !ok || o.Pod != "own-b" {
 		t.Fatalf("owner %+v (%v, %v), want pod own-b", o, ok, err)
@@ -130,7 +130,7 @@ func TestWSRefreshAfterRedisLostItsData(t *testing.T) {
 		podConfig{gw: gateway.Config{PodID: "lost-a", OwnerTTL: 300 * time.Millisecond}})
 	c := dialWS(t, p)
 	w := c.welcome("rig-lost", boot1, map[string]string{"lost": ""})
-	l := p.log.(replay.Owners)
+	l := control(t, p.log).Owners
 	if o, ok, err := l.ClientOwner(context.Background(), "rig-lost"); err != nil || !ok || o.Session != w.Session {
 		t.Fatalf("owner before the restart: %+v, %v, %v", o, ok, err)
 	}

@@ -126,7 +126,7 @@ func (f *fakeOwners) owner(client string) replay.Owner {
 // newOwnedPod is a pod named id over the shared registry, watching its notices.
 func newOwnedPod(t *testing.T, id string, owners *fakeOwners, ttl time.Duration) *pod {
 	t.Helper()
-	p := newPod(t, podConfig{gw: gateway.Config{PodID: id, Owners: owners, OwnerTTL: ttl}})
+	p := newPod(t, podConfig{gw: gateway.Config{PodID: id, Owners: owners, Notices: owners, OwnerTTL: ttl}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.srv.WatchOwners(ctx) }()

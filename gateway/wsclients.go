@@ -91,7 +91,7 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 	s.cfg.Logger.Info("websocket client taken over", "client", wc.client, "identity", wc.identity, "pod", s.cfg.PodID,
 		"session", wc.session, "from_pod", prev.Pod, "from_session", prev.Session)
 	if prev.Pod != "" && prev.Pod != s.cfg.PodID {
-		if err := s.owners.NotifyPod(ctx, prev.Pod, closeNotice(wc.client, prev.Session)); err != nil {
+		if err := s.notices.NotifyPod(ctx, prev.Pod, closeNotice(wc.client, prev.Session)); err != nil {
 			// Its next refresh fails and closes it.
 			s.cfg.Logger.Warn("websocket owner's pod not notified", "client", wc.client, "pod", prev.Pod, "err", err)
 		}
@@ -228,7 +228,7 @@ func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	o, ok, err := s.owners.ClientOwner(ctx, id)
 	if err == nil && ok && o.Pod != s.cfg.PodID {
-		err = s.owners.NotifyPod(ctx, o.Pod, closeNotice(id, o.Session))
+		err = s.notices.NotifyPod(ctx, o.Pod, closeNotice(id, o.Session))
 	}
 	switch {
 	case err != nil:

@@ -11,8 +11,8 @@ import (
 // clientOwners is the registry of which connection owns each WebSocket client id:
 // one owner per client across the fleet. A hello claims the client; the owner
 // refreshes its claim while connected and releases it when it ends. It is
-// replay.Owners (the log's, in Redis or in memory), declared here so that tests
-// can force orders with a fake; see there for the contract.
+// replay.Owners (the log's control plane's, in Redis or in memory), declared here
+// so that tests can force orders with a fake; see there for the contract.
 type clientOwners interface {
 	// ClaimClient makes o the owner of its client when nobody owns it, or the
 	// registered owner has o's identity and a boot older than or equal to o's; it
@@ -29,6 +29,12 @@ type clientOwners interface {
 	ReleaseClient(ctx context.Context, client, session string) error
 	// ClientOwner reports the live owner of client, if any.
 	ClientOwner(ctx context.Context, client string) (replay.Owner, bool, error)
+}
+
+// podNotices carries the close notices pods send each other: the pod of a claim
+// that displaced an owner tells the owner's pod to close it. It is replay.Notices
+// (the log's control plane's), declared here beside clientOwners.
+type podNotices interface {
 	// NotifyPod sends a short notice to one pod; PodNotices hands the notices sent to
 	// pod to fn until ctx ends. Delivery is at most once.
 	NotifyPod(ctx context.Context, pod, notice string) error
@@ -51,7 +57,7 @@ func parseCloseNotice(n string) (client, session string, ok bool) {
 // WatchOwners closes the pod's WebSocket connections that other pods displaced: it
 // serves the notices sent to this pod until ctx ends. Start it once per Server.
 func (s *Server) WatchOwners(ctx context.Context) error {
-	return s.owners.PodNotices(ctx, s.cfg.PodID, func(n string) {
+	return s.notices.PodNotices(ctx, s.cfg.PodID, func(n string) {
 		client, session, ok := parseCloseNotice(n)
 		if !ok {
 			s.cfg.Logger.Warn("ignored a pod notice that is not a close notice")

@@ -6,8 +6,43 @@ import (
 	"time"
 )
 
+// Control is a pod's control plane: the stores, beside the history, that the pods
+// of a fleet share. Each is a small interface of its own, with one implementation
+// over each Log backend; ControlOf returns the ones that share a log's backend.
+type Control struct {
+	Tickets     Tickets     // single-use tickets (access control)
+	Revocations Revocations // revoked users and tokens (access control)
+	Occupancy   Occupancy   // each pod's member count of each room it holds
+	Owners      Owners      // which connection owns each WebSocket client id
+	Notices     Notices     // short notices to one pod (close a displaced client)
+}
+
+// ControlOf returns the control plane that shares log's backend, and false for a
+// Log that is neither a MemoryLog nor a RedisLog nor wraps one. A Log that wraps
+// another says so with a method Unwrap() Log, and has the control plane of the one
+// it wraps. A RedisLog's stores use its one client (its connections, connection
+// state, retries and call observer), keep their keys beside the rooms' under
+// "room:", and stop with the log's Close; a MemoryLog's are the pod's own, in
+// memory, on its clock, and stop with it too. Every call for one log returns the
+// same stores.
+func ControlOf(log Log) (Control, bool) {
+	for {
+		switch l := log.(type) {
+		case *RedisLog:
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices}, true
+		case *MemoryLog:
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices}, true
+		case interface{ Unwrap() Log }:
+			if log = l.Unwrap(); log != nil {
+				continue
+			}
+		}
+		return Control{}, false
+	}
+}
+
 // The control plane of access control: single-use tickets and revocations, shared by
-// every pod of a fleet. MemoryLog and RedisLog implement both interfaces.
+// every pod of a fleet.
 
 // ErrTicketUnknown: no such ticket, or it was redeemed already, or it expired.
 var ErrTicketUnknown = errors.New("replay: ticket unknown, redeemed or expired")

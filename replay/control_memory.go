@@ -8,16 +8,25 @@ import (
 	"time"
 )
 
-// memControl is a MemoryLog's tickets and revocations: one pod's control plane.
-// Lock order: a watcher's mu, then memControl.mu; fn runs under the watcher's mu
-// only.
-type memControl struct {
+// memTickets is a MemoryLog's ticket store (Tickets): one pod's, on the log's clock.
+type memTickets struct {
+	l *MemoryLog
+
 	mu          sync.Mutex
 	tickets     map[string]memTicket
 	ticketBytes int64
 	pruned      time.Time // when expired tickets were last pruned because of the cap
-	revs        map[memRevKey]time.Time
-	watchers    map[*memWatcher]struct{}
+}
+
+// memRevocations is a MemoryLog's revocations (Revocations): one pod's, on the
+// log's clock. Lock order: a watcher's mu, then memRevocations.mu; fn runs under the
+// watcher's mu only.
+type memRevocations struct {
+	l *MemoryLog
+
+	mu       sync.Mutex
+	revs     map[memRevKey]time.Time
+	watchers map[*memWatcher]struct{}
 }
 
 type memTicket struct {
@@ -38,14 +47,13 @@ type memWatcher struct {
 }
 
 var (
-	_ Tickets     = (*MemoryLog)(nil)
-	_ Revocations = (*MemoryLog)(nil)
+	_ Tickets     = (*memTickets)(nil)
+	_ Revocations = (*memRevocations)(nil)
 )
 
 // initLocked makes the maps on first use.
-func (c *memControl) initLocked() {
-	if c.tickets == nil {
-		c.tickets = make(map[string]memTicket)
+func (c *memRevocations) initLocked() {
+	if c.revs == nil {
 		c.revs = make(map[memRevKey]time.Time)
 		c.watchers = make(map[*memWatcher]struct{})
 	}
@@ -53,18 +61,19 @@ func (c *memControl) initLocked() {
 
 // PutTicket implements Tickets. At most 100 000 live tickets holding 64 MiB of
 // values: past either, it returns ErrFull.
-func (l *MemoryLog) PutTicket(ctx context.Context, id string, value []byte, ttl time.Duration) error {
-	if l.closed.Load() {
+func (c *memTickets) PutTicket(ctx context.Context, id string, value []byte, ttl time.Duration) error {
+	if c.l.closed.Load() {
 		return ErrClosed
 	}
 	if !validTicket(id, value, ttl) {
 		return fmt.Errorf("replay: put ticket: %w", ErrInvalid)
 	}
-	now := l.cfg.Now()
-	c := &l.ctl
+	now := c.l.cfg.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.initLocked()
+	if c.tickets == nil {
+		c.tickets = make(map[string]memTicket)
+	}
 	if t, ok := c.tickets[id]; ok {
 		if now.Before(t.expires) {
 			return fmt.Errorf("replay: put ticket: id already in use: %w", ErrInvalid)
@@ -88,26 +97,25 @@ func (l *MemoryLog) PutTicket(ctx context.Context, id string, value []byte, ttl 
 }
 
 // TakeTicket implements Tickets.
-func (l *MemoryLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
-	return l.readTicket("take", id, true)
+func (c *memTickets) TakeTicket(ctx context.Context, id string) ([]byte, error) {
+	return c.readTicket("take", id, true)
 }
 
 // PeekTicket implements Tickets.
-func (l *MemoryLog) PeekTicket(ctx context.Context, id string) ([]byte, error) {
-	return l.readTicket("peek", id, false)
+func (c *memTickets) PeekTicket(ctx context.Context, id string) ([]byte, error) {
+	return c.readTicket("peek", id, false)
 }
 
 // readTicket returns a copy of ticket id's value, and with take forgets the ticket
 // (verb names the call in errors).
-func (l *MemoryLog) readTicket(verb, id string, take bool) ([]byte, error) {
-	if l.closed.Load() {
+func (c *memTickets) readTicket(verb, id string, take bool) ([]byte, error) {
+	if c.l.closed.Load() {
 		return nil, ErrClosed
 	}
 	if !validTicketID(id) {
 		return nil, fmt.Errorf("replay: %s ticket: %w", verb, ErrInvalid)
 	}
-	now := l.cfg.Now()
-	c := &l.ctl
+	now := c.l.cfg.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.tickets[id]
@@ -123,13 +131,13 @@ func (l *MemoryLog) readTicket(verb, id string, take bool) ([]byte, error) {
 	return append([]byte{}, t.value...), nil
 }
 
-func (c *memControl) dropTicketLocked(id string, t memTicket) {
+func (c *memTickets) dropTicketLocked(id string, t memTicket) {
 	delete(c.tickets, id)
 	c.ticketBytes -= int64(len(t.value))
 }
 
 // pruneTicketsLocked forgets expired tickets.
-func (c *memControl) pruneTicketsLocked(now time.Time) {
+func (c *memTickets) pruneTicketsLocked(now time.Time) {
 	for id, t := range c.tickets {
 		if !now.Before(t.expires) {
 			c.dropTicketLocked(id, t)
@@ -137,11 +145,17 @@ func (c *memControl) pruneTicketsLocked(now time.Time) {
 	}
 }
 
-// prune forgets expired tickets and revocations; the sweeper calls it.
-func (c *memControl) prune(now time.Time) {
+// prune forgets expired tickets; the sweeper calls it.
+func (c *memTickets) prune(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pruneTicketsLocked(now)
+}
+
+// prune forgets expired revocations; the sweeper calls it.
+func (c *memRevocations) prune(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for k, until := range c.revs {
 		if !now.Before(until) {
 			delete(c.revs, k)
@@ -152,19 +166,18 @@ func (c *memControl) prune(now time.Time) {
 // Revoke implements Revocations. It keeps up to 100 000 revocations in force; past
 // that, the one that ends first is forgotten first. A revocation whose Until has
 // passed already is accepted and forgotten.
-func (l *MemoryLog) Revoke(ctx context.Context, r Revocation) error {
-	if l.closed.Load() {
+func (c *memRevocations) Revoke(ctx context.Context, r Revocation) error {
+	if c.l.closed.Load() {
 		return ErrClosed
 	}
 	if !validRevocation(r) {
 		return fmt.Errorf("replay: revoke: %w", ErrInvalid)
 	}
 	r = normalRevocation(r)
-	now := l.cfg.Now()
+	now := c.l.cfg.Now()
 	if !now.Before(r.Until) {
 		return nil
 	}
-	c := &l.ctl
 	c.mu.Lock()
 	c.initLocked()
 	k := memRevKey{kind: r.Kind, value: r.Value, at: r.At.UnixMilli()}
@@ -180,14 +193,14 @@ func (l *MemoryLog) Revoke(ctx context.Context, r Revocation) error {
 	}
 	c.mu.Unlock()
 	for _, w := range watchers {
-		l.deliver(w, []Revocation{r})
+		c.deliver(w, []Revocation{r})
 	}
 	return nil
 }
 
 // evictLocked makes room for one revocation: the expired ones go, else the one
 // that ends first.
-func (c *memControl) evictLocked(now time.Time) {
+func (c *memRevocations) evictLocked(now time.Time) {
 	var first memRevKey
 	var firstUntil time.Time
 	for k, until := range c.revs {
@@ -206,18 +219,17 @@ func (c *memControl) evictLocked(now time.Time) {
 
 // WatchRevocations implements Revocations. fn runs on the goroutine that calls
 // WatchRevocations (for the set in force) and on those that call Revoke.
-func (l *MemoryLog) WatchRevocations(ctx context.Context, fn func(Revocation)) {
-	if l.closed.Load() || ctx.Err() != nil {
+func (c *memRevocations) WatchRevocations(ctx context.Context, fn func(Revocation)) {
+	if c.l.closed.Load() || ctx.Err() != nil {
 		return
 	}
 	w := &memWatcher{fn: fn}
-	c := &l.ctl
 	// Holding w.mu until the set is delivered makes a concurrent Revoke report after it.
 	w.mu.Lock()
 	c.mu.Lock()
 	c.initLocked()
 	c.watchers[w] = struct{}{}
-	now := l.cfg.Now()
+	now := c.l.cfg.Now()
 	set := make([]Revocation, 0, len(c.revs))
 	for k, until := range c.revs {
 		if now.Before(until) {
@@ -226,7 +238,7 @@ func (l *MemoryLog) WatchRevocations(ctx context.Context, fn func(Revocation)) {
 	}
 	c.mu.Unlock()
 	slices.SortFunc(set, func(a, b Revocation) int { return a.Until.Compare(b.Until) })
-	l.deliverLocked(w, set)
+	c.deliverLocked(w, set)
 	w.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		w.mu.Lock()
@@ -239,15 +251,15 @@ func (l *MemoryLog) WatchRevocations(ctx context.Context, fn func(Revocation)) {
 }
 
 // deliver calls w's fn with rs, one at a time, unless w stopped or the log closed.
-func (l *MemoryLog) deliver(w *memWatcher, rs []Revocation) {
+func (c *memRevocations) deliver(w *memWatcher, rs []Revocation) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	l.deliverLocked(w, rs)
+	c.deliverLocked(w, rs)
 }
 
-func (l *MemoryLog) deliverLocked(w *memWatcher, rs []Revocation) {
+func (c *memRevocations) deliverLocked(w *memWatcher, rs []Revocation) {
 	for _, r := range rs {
-		if w.stopped || l.closed.Load() {
+		if w.stopped || c.l.closed.Load() {
 			return
 		}
 		w.fn(r)

@@ -38,15 +38,19 @@ func redisTicketKey(id string) string { return "room:ticket:{" + id + "}" }
 // notice was lost.
 const revocationReload = 5 * time.Second
 
+// redisTickets is a RedisLog's ticket store (Tickets), on the log's client.
+type redisTickets struct{ l *RedisLog }
+
 var (
-	_ Tickets     = (*RedisLog)(nil)
-	_ Revocations = (*RedisLog)(nil)
+	_ Tickets     = (*redisTickets)(nil)
+	_ Revocations = (*redisRevocations)(nil)
 )
 
 // PutTicket implements Tickets: SET PX NX. An id in use is ErrInvalid. A call whose
 // outcome is unknown (the connection lost after sending) is not repeated: the
 // repeat would find its own ticket and fail.
-func (l *RedisLog) PutTicket(ctx context.Context, id string, value []byte, ttl time.Duration) error {
+func (tk *redisTickets) PutTicket(ctx context.Context, id string, value []byte, ttl time.Duration) error {
+	l := tk.l
 	if l.isClosed.Load() {
 		return ErrClosed
 	}
@@ -75,23 +79,24 @@ func (l *RedisLog) PutTicket(ctx context.Context, id string, value []byte, ttl t
 // TakeTicket implements Tickets: GETDEL, so exactly one taker in the fleet gets it.
 // It is not repeated when its outcome is unknown: the first attempt may have taken
 // the ticket.
-func (l *RedisLog) TakeTicket(ctx context.Context, id string) ([]byte, error) {
-	return l.readTicket(ctx, "take", id, false, func() rueidis.Completed {
-		return l.client.B().Getdel().Key(redisTicketKey(id)).Build()
+func (tk *redisTickets) TakeTicket(ctx context.Context, id string) ([]byte, error) {
+	return tk.readTicket(ctx, "take", id, false, func() rueidis.Completed {
+		return tk.l.client.B().Getdel().Key(redisTicketKey(id)).Build()
 	})
 }
 
 // PeekTicket implements Tickets: GET, repeated when its outcome is unknown (it
 // changes nothing).
-func (l *RedisLog) PeekTicket(ctx context.Context, id string) ([]byte, error) {
-	return l.readTicket(ctx, "peek", id, true, func() rueidis.Completed {
-		return l.client.B().Get().Key(redisTicketKey(id)).Build()
+func (tk *redisTickets) PeekTicket(ctx context.Context, id string) ([]byte, error) {
+	return tk.readTicket(ctx, "peek", id, true, func() rueidis.Completed {
+		return tk.l.client.B().Get().Key(redisTicketKey(id)).Build()
 	})
 }
 
 // readTicket runs the command cmd builds for ticket id (verb names it in errors)
 // and returns the value it read.
-func (l *RedisLog) readTicket(ctx context.Context, verb, id string, idempotent bool, cmd func() rueidis.Completed) ([]byte, error) {
+func (tk *redisTickets) readTicket(ctx context.Context, verb, id string, idempotent bool, cmd func() rueidis.Completed) ([]byte, error) {
+	l := tk.l
 	if l.isClosed.Load() {
 		return nil, ErrClosed
 	}
@@ -131,7 +136,8 @@ func (l *RedisLog) readTicket(ctx context.Context, verb, id string, idempotent b
 // revocation whose Until has passed is accepted and not stored. A watching log
 // remembers r even when the write fails, and writes it back once Redis lacks it
 // (control_redis_restore.go).
-func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
+func (rv *redisRevocations) Revoke(ctx context.Context, r Revocation) error {
+	l := rv.l
 	if l.isClosed.Load() {
 		return ErrClosed
 	}
@@ -144,7 +150,7 @@ func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
 		return nil
 	}
 	member, notice := encodeRevocation(r)
-	l.revs.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
+	rv.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("replay: revoke: %w", err)
 	}
@@ -170,10 +176,13 @@ func (l *RedisLog) Revoke(ctx context.Context, r Revocation) error {
 	return nil
 }
 
-// redisRevocations is a RedisLog's revocation watching: one SSUBSCRIBE on the
-// notice channel and one reload loop for all its watchers, started by the first
-// WatchRevocations and stopped by Close. Lock order: mu, then a watcher's mu.
+// redisRevocations is a RedisLog's revocations (Revocations), on the log's client,
+// and their watching: one SSUBSCRIBE on the notice channel and one reload loop for
+// all its watchers, started by the first WatchRevocations and stopped by the log's
+// Close. Lock order: mu, then a watcher's mu.
 type redisRevocations struct {
+	l *RedisLog
+
 	mu       sync.Mutex
 	watchers map[*revWatcher]struct{}
 	started  bool
@@ -203,12 +212,12 @@ func (rv *redisRevocations) kick() {
 // WatchRevocations implements Revocations. fn runs on the log's goroutines: the
 // notice subscription's and the reload loop's. The set is read when the watcher
 // starts, after every (re)subscription and every 5s.
-func (l *RedisLog) WatchRevocations(ctx context.Context, fn func(Revocation)) {
+func (rv *redisRevocations) WatchRevocations(ctx context.Context, fn func(Revocation)) {
+	l := rv.l
 	if l.isClosed.Load() || ctx.Err() != nil {
 		return
 	}
 	w := &revWatcher{fn: fn}
-	rv := &l.revs
 	rv.mu.Lock()
 	if rv.watchers == nil {
 		rv.watchers = make(map[*revWatcher]struct{})
@@ -226,15 +235,14 @@ func (l *RedisLog) WatchRevocations(ctx context.Context, fn func(Revocation)) {
 		delete(rv.watchers, w)
 		rv.mu.Unlock()
 	})
-	if start && l.spawn(l.revocationNotices) {
-		l.spawn(l.revocationReloads)
+	if start && l.spawn(rv.watchNotices) {
+		l.spawn(rv.reloads)
 	}
 	rv.kick()
 }
 
-// deliverRevocations calls every watcher's fn with rs.
-func (l *RedisLog) deliverRevocations(rs []Revocation) {
-	rv := &l.revs
+// deliver calls every watcher's fn with rs.
+func (rv *redisRevocations) deliver(rs []Revocation) {
 	rv.mu.Lock()
 	ws := make([]*revWatcher, 0, len(rv.watchers))
 	for w := range rv.watchers {
@@ -244,7 +252,7 @@ func (l *RedisLog) deliverRevocations(rs []Revocation) {
 	for _, w := range ws {
 		w.mu.Lock()
 		for _, r := range rs {
-			if w.stopped || l.isClosed.Load() {
+			if w.stopped || rv.l.isClosed.Load() {
 				break
 			}
 			w.fn(r)
@@ -253,11 +261,12 @@ func (l *RedisLog) deliverRevocations(rs []Revocation) {
 	}
 }
 
-// revocationNotices keeps the notice channel subscribed until Close, like a room's
+// watchNotices keeps the notice channel subscribed until Close, like a room's
 // receiveLoop: Receive returns nil on an sunsubscribe (failover, slot move) and an
 // error on a lost connection; either way, subscribe again. Every confirmation asks
 // for a reload, since notices may have been missed meanwhile.
-func (l *RedisLog) revocationNotices() {
+func (rv *redisRevocations) watchNotices() {
+	l := rv.l
 	delay := subRetryMin
 	for l.life.Err() == nil {
 		if l.connected.Load() {
@@ -265,10 +274,10 @@ func (l *RedisLog) revocationNotices() {
 			ctx := rueidis.WithOnSubscriptionHook(l.life, func(p rueidis.PubSubSubscription) {
 				if p.Kind == "ssubscribe" && p.Channel == redisRevokedChannel {
 					confirmed.Store(true)
-					l.revs.kick()
+					rv.kick()
 				}
 			})
-			err := l.client.Receive(ctx, l.client.B().Ssubscribe().Channel(redisRevokedChannel).Build(), l.onRevocationNotice)
+			err := l.client.Receive(ctx, l.client.B().Ssubscribe().Channel(redisRevokedChannel).Build(), rv.onNotice)
 			if l.life.Err() != nil {
 				return
 			}
@@ -289,28 +298,29 @@ func (l *RedisLog) revocationNotices() {
 	}
 }
 
-// onRevocationNotice decodes a notice and reports it; it runs on the subscription's
-// goroutine and never blocks (watchers' fn must not).
-func (l *RedisLog) onRevocationNotice(m rueidis.PubSubMessage) {
+// onNotice decodes a notice and reports it; it runs on the subscription's goroutine
+// and never blocks (watchers' fn must not).
+func (rv *redisRevocations) onNotice(m rueidis.PubSubMessage) {
 	r, ok := decodeRevocationNotice(m.Message)
 	if !ok {
-		n := l.revs.bad.Add(1)
-		l.warnRarely(&l.revs.badLog, "malformed revocation notice ignored (check who may SPUBLISH to room:revoked)", "bad_revocations", n)
+		n := rv.bad.Add(1)
+		rv.l.warnRarely(&rv.badLog, "malformed revocation notice ignored (check who may SPUBLISH to room:revoked)", "bad_revocations", n)
 		return
 	}
 	if now := time.Now(); now.Before(r.Until) {
 		member, _ := encodeRevocation(r)
-		l.revs.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
-		l.deliverRevocations([]Revocation{r})
+		rv.known.add(member, r.Until.UnixMilli(), now.UnixMilli())
+		rv.deliver([]Revocation{r})
 	}
 }
 
-// revocationReloads reads the whole set when asked and every revocationReload,
-// and writes back what it lacks, until Close.
-func (l *RedisLog) revocationReloads() {
-	l.revs.mu.Lock()
-	every := cmp.Or(l.revs.every, revocationReload)
-	l.revs.mu.Unlock()
+// reloads reads the whole set when asked and every revocationReload, and writes
+// back what it lacks, until Close.
+func (rv *redisRevocations) reloads() {
+	l := rv.l
+	rv.mu.Lock()
+	every := cmp.Or(rv.every, revocationReload)
+	rv.mu.Unlock()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -318,26 +328,27 @@ func (l *RedisLog) revocationReloads() {
 		case <-l.life.Done():
 			return
 		case <-t.C:
-		case <-l.revs.reload:
+		case <-rv.reload:
 		}
 		if !l.connected.Load() {
 			continue
 		}
-		ld, err := l.loadRevocations()
+		ld, err := rv.load()
 		if err != nil {
 			if l.life.Err() == nil {
 				l.cfg.Logger.Debug("revocations not read; trying again", "err", err)
 			}
 			continue
 		}
-		l.deliverRevocations(ld.revs)
-		l.restoreRevocations(ld)
+		rv.deliver(ld.revs)
+		rv.restore(ld)
 	}
 }
 
-// loadRevocations prunes the revocations that ended and reads those in force,
-// ordered by Until, within Timeout. Malformed members are skipped and counted.
-func (l *RedisLog) loadRevocations() (revLoad, error) {
+// load prunes the revocations that ended and reads those in force, ordered by
+// Until, within Timeout. Malformed members are skipped and counted.
+func (rv *redisRevocations) load() (revLoad, error) {
+	l := rv.l
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 	defer cancel()
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
@@ -367,8 +378,8 @@ func (l *RedisLog) loadRevocations() (revLoad, error) {
 		ld.floor = int64(scores[0].Score)
 	}
 	if bad > 0 {
-		n := l.revs.bad.Add(uint64(bad))
-		l.warnRarely(&l.revs.badLog, "malformed revocations in room:revoked skipped (check who may write room: keys)",
+		n := rv.bad.Add(uint64(bad))
+		l.warnRarely(&rv.badLog, "malformed revocations in room:revoked skipped (check who may write room: keys)",
 			"skipped", bad, "bad_revocations", n)
 	}
 	return ld, nil

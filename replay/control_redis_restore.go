@@ -20,9 +20,9 @@ import (
 // restoreChunk bounds the members of one write-back ZADD.
 const restoreChunk = 1000
 
-// revKnown is the revocations in force a RedisLog wrote or read, by set member, at
-// most maxRevocations: when full, the one that lapses first is forgotten first, as
-// Redis's own bound does.
+// revKnown is the revocations in force that a RedisLog's revocations wrote or read,
+// by set member, at most maxRevocations: when full, the one that lapses first is
+// forgotten first, as Redis's own bound does.
 type revKnown struct {
 	mu  sync.Mutex
 	m   map[string]knownRev
@@ -119,11 +119,12 @@ func (k *revKnown) reconcile(ld revLoad, now int64) []revEntry {
 	return lost
 }
 
-// restoreRevocations writes back what one reload found missing, in chunks, each
-// within Timeout; a chunk that fails is left to the next reload.
-func (l *RedisLog) restoreRevocations(ld revLoad) {
+// restore writes back what one reload found missing, in chunks, each within
+// Timeout; a chunk that fails is left to the next reload.
+func (rv *redisRevocations) restore(ld revLoad) {
+	l := rv.l
 	now := time.Now().UnixMilli()
-	lost := l.revs.known.reconcile(ld, now)
+	lost := rv.known.reconcile(ld, now)
 	if len(lost) == 0 {
 		return
 	}
@@ -150,8 +151,8 @@ func (l *RedisLog) restoreRevocations(ld revLoad) {
 		written += len(chunk)
 	}
 	if written > 0 {
-		n := l.revs.known.restored.Add(uint64(written))
-		l.warnRarely(&l.revs.known.restoreLog,
+		n := rv.known.restored.Add(uint64(written))
+		l.warnRarely(&rv.known.restoreLog,
 			"revocations missing from redis written back: redis lost them (restarted without persistence, flushed, or failed over to a replica without them)",
 			"written", written, "written_total", n)
 	}

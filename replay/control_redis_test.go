@@ -11,17 +11,12 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-var (
-	_ replay.Tickets     = (*replay.RedisLog)(nil)
-	_ replay.Revocations = (*replay.RedisLog)(nil)
-)
-
 // redisControl opens two logs on one Redis: what one pod writes, another reads.
 func redisControl(addrs []string) func(t *testing.T) controlEnv {
 	return func(t *testing.T) controlEnv {
 		a := newRedisLog(t, addrs, replay.RedisConfig{})
 		b := newRedisLog(t, addrs, replay.RedisConfig{})
-		return controlEnv{a: a, b: b, now: time.Now, pass: passReal}
+		return controlEnv{a: accessControl(t, a), b: accessControl(t, b), now: time.Now, pass: passReal}
 	}
 }
 
@@ -47,9 +42,10 @@ func TestRedisControlKeys(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	id := ticketID(t, "key")
-	if err := l.PutTicket(ctx, id, []byte("v"), time.Minute); err != nil {
+	if err := ctl.Tickets.PutTicket(ctx, id, []byte("v"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	key := "room:ticket:{" + id + "}"
@@ -58,7 +54,7 @@ func TestRedisControlKeys(t *testing.T) {
 	}
 	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	r := replay.Revocation{Kind: "sub", Value: redistest.Prefix(t), At: time.UnixMilli(1700000000000), Until: until}
-	if err := l.Revoke(ctx, r); err != nil {
+	if err := ctl.Revocations.Revoke(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	member := `{"kind":"sub","value":"` + r.Value + `","at":1700000000000}`
@@ -86,13 +82,14 @@ func TestRedisRevocationsSkipMalformed(t *testing.T) {
 		s.MustDo(t, "ZADD", "room:revoked", b.score, b.member)
 	}
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	marker := replay.Revocation{Kind: "jti", Value: "marker", At: now, Until: now.Add(2 * time.Hour)}
-	if err := l.Revoke(ctx, marker); err != nil {
+	if err := ctl.Revocations.Revoke(ctx, marker); err != nil {
 		t.Fatal(err)
 	}
-	ch := watch(t, l)
+	ch := watch(t, accessControl(t, l))
 	if before := await(t, ch, marker); len(before) != 0 {
 		t.Fatalf("malformed members reported: %+v", before)
 	}
@@ -108,7 +105,7 @@ func TestRedisRevocationsSkipMalformed(t *testing.T) {
 		return n > base && (n-base)%uint64(len(bad)) != 0
 	})
 	marker2 := replay.Revocation{Kind: "jti", Value: "marker2", At: now, Until: now.Add(3 * time.Hour)}
-	if err := l.Revoke(ctx, marker2); err != nil {
+	if err := ctl.Revocations.Revoke(ctx, marker2); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range await(t, ch, marker2) {
@@ -134,14 +131,15 @@ func TestRedisRevocationNotice(t *testing.T) {
 	t.Parallel()
 	s := redistest.Standalone(t)
 	a := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctlA := controlOf(t, a)
 	b := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	replay.SetRevocationReload(b, time.Hour)
-	ch := watch(t, b)
+	ch := watch(t, accessControl(t, b))
 	awaitWatching(t, s, b)
 	// From here on the set is read again only after a resubscription.
 	now := time.Now().Truncate(time.Millisecond)
 	r := replay.Revocation{Kind: "jti", Value: "by-notice", At: now, Until: now.Add(time.Hour)}
-	if err := a.Revoke(context.Background(), r); err != nil {
+	if err := ctlA.Revocations.Revoke(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	await(t, ch, r)
@@ -155,7 +153,7 @@ func TestRedisRevocationsReloadAfterResubscribe(t *testing.T) {
 	s := redistest.Standalone(t)
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	replay.SetRevocationReload(l, time.Hour)
-	ch := watch(t, l)
+	ch := watch(t, accessControl(t, l))
 	awaitWatching(t, s, l)
 	now := time.Now().Truncate(time.Millisecond)
 	r := replay.Revocation{Kind: "sub", Value: "silent", At: now, Until: now.Add(time.Hour)}

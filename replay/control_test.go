@@ -14,9 +14,15 @@ import (
 )
 
 // control is what both backends offer the fleet's access control.
-type control interface {
+type control struct {
 	replay.Tickets
 	replay.Revocations
+}
+
+// accessControl is log's tickets and revocations.
+func accessControl(t testing.TB, log replay.Log) control {
+	c := controlOf(t, log)
+	return control{c.Tickets, c.Revocations}
 }
 
 // controlEnv is one backend for the control suite: two handles on one shared store
@@ -366,3 +372,45 @@ func expiredRevocationNotReported(t *testing.T, e controlEnv) {
 		}
 	}
 }
+
+// controlOf is log's control plane; it fails t when log has none.
+func controlOf(t testing.TB, log replay.Log) replay.Control {
+	t.Helper()
+	c, ok := replay.ControlOf(log)
+	if !ok {
+		t.Fatalf("%T has no control plane", log)
+	}
+	return c
+}
+
+// TestControlOf: a log's control plane is one set of stores, whichever call asks
+// for it; a Log of another kind has none.
+func TestControlOf(t *testing.T) {
+	mem := newMemory(t, replay.MemoryConfig{})
+	a, b := controlOf(t, mem), controlOf(t, mem)
+	if a != b {
+		t.Fatal("two calls of ControlOf for one log returned different stores")
+	}
+	if a.Tickets == nil || a.Revocations == nil || a.Occupancy == nil || a.Owners == nil || a.Notices == nil {
+		t.Fatalf("a store is missing: %+v", a)
+	}
+	if _, ok := replay.ControlOf(struct{ replay.Log }{mem}); ok {
+		t.Fatal("a Log of another kind has a control plane")
+	}
+	if c, ok := replay.ControlOf(wrappedLog{wrappedLog{mem}}); !ok || c != a {
+		t.Fatalf("a Log that wraps the log: %v, %v; want the log's control plane", c, ok)
+	}
+	// What one store of the pod writes, the same store read again sees.
+	ctx := context.Background()
+	if err := a.Tickets.PutTicket(ctx, "shared", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := controlOf(t, mem).Tickets.TakeTicket(ctx, "shared"); err != nil || string(v) != "v" {
+		t.Fatalf("take through another call: %q, %v", v, err)
+	}
+}
+
+// wrappedLog wraps a Log and says so.
+type wrappedLog struct{ replay.Log }
+
+func (w wrappedLog) Unwrap() replay.Log { return w.Log }

@@ -4,6 +4,16 @@
 // vocabulary of package wire, which replay names again (Event, Position, ValidRoom,
 // …) for the code that keeps history.
 //
+// Beside the history it keeps the control plane a fleet shares, each part behind an
+// interface of its own: Tickets and Revocations (control.go), Occupancy
+// (occupancy.go), Owners and Notices (owners.go). They are not the Log's: ControlOf
+// returns a log's Control, the stores on the log's backend, each in a file of its
+// own (control_memory.go, occupancy_redis.go, notices_redis.go, …). A RedisLog's
+// stores share its one rueidis client (so its connections), its connection state,
+// retries and call observer, and stop with its Close; a MemoryLog's are the pod's
+// own, on its clock, and stop with it. The leaf package flight is the single-flight
+// group through which concurrent identical Redis reads share one call.
+//
 // # Ids and epochs
 //
 // An event id is "<epoch>:<seq>". seq is dense per room and drawn from one authority,
@@ -40,23 +50,25 @@
 //
 // # Control plane
 //
-// Both implement Tickets (single-use tickets, bounded, with a TTL) and Revocations
-// (revoked users and tokens until they may be forgotten, with watchers). RedisLog
-// keeps them under room: too, outside every room's keys: room:ticket:{<id>} (SET PX
-// NX, GETDEL) and the sorted set and shard channel room:revoked (control_redis.go).
-// A watching RedisLog remembers the revocations in force it wrote or read and writes
-// back those room:revoked lacks after each read of it, so a Redis that lost its data
-// gets them back from any pod that knew them (control_redis_restore.go).
+// Both control planes have Tickets (single-use tickets, bounded, with a TTL) and
+// Revocations (revoked users and tokens until they may be forgotten, with watchers).
+// A RedisLog's keep them under room: too, outside every room's keys:
+// room:ticket:{<id>} (SET PX NX, GETDEL) and the sorted set and shard channel
+// room:revoked (control_redis.go). Watching revocations remember those in force they
+// wrote or read and write back those room:revoked lacks after each read of it, so a
+// Redis that lost its data gets them back from any pod that knew them
+// (control_redis_restore.go).
 //
-// Both also implement Occupancy: each pod's member count of each room it holds, with
-// a TTL, for operators. RedisLog keeps a room's records in the hash room:{r}:pods,
-// written and read by two functions of the library on the node's clock
-// (occupancy_redis.go); a MemoryLog knows its own pod only.
+// Both also have Occupancy: each pod's member count of each room it holds, with a
+// TTL, for operators. A RedisLog's keeps a room's records in the hash
+// room:{r}:pods, written and read by two functions of the library on the node's
+// clock (occupancy_redis.go); a MemoryLog's knows its own pod only.
 //
 // # Client ownership
 //
-// Both implement Owners (owners.go): one live connection per client id across the
-// fleet. An entry maps a client id ([A-Za-z0-9._~:-]{1,128}) to its owner: the
+// Both also have Owners (owners.go): one live connection per client id across the
+// fleet, and Notices, which carries a pod's "close" to the pod of the owner a claim
+// displaced. An entry maps a client id ([A-Za-z0-9._~:-]{1,128}) to its owner: the
 // client's boot (a UUIDv7 the client makes once per process start), the gateway's
 // session (one WebSocket connection, [A-Za-z0-9_-]{1,64}) and pod (ValidPodID,
 // as --pod-id), and when it was claimed; it lives for a TTL (1ms to 24h)
@@ -87,16 +99,17 @@
 //   - Pod notices are at-most-once: an owner that misses its "close" learns from its
 //     next failed refresh.
 //
-// MemoryLog keeps entries in one map on its clock (MemoryConfig.Now), at most 100 000
-// live ones (ErrFull beyond), and delivers notices in process. RedisLog keeps each
-// entry in the hash room:client:{<client>} (boot, session, pod, since in Unix ms,
-// identity; PEXPIRE for the TTL); claim, refresh and release are the library's
-// functions roomcast_v1_claim_as, roomcast_v1_refresh_as and roomcast_v1_release,
-// each atomic and comparing identities and boots in Lua (the library keeps
-// roomcast_v1_claim and roomcast_v1_refresh, which know no identity, for the pods of
-// an older version during a rollout); ClientOwner reads with HMGET. Notices go to
-// the shard channel room:pod:{<pod>}. Entries and notices read back are validated;
-// malformed ones are counted (RedisStats.BadOwners) and ignored.
+// A MemoryLog's Owners keeps entries in one map on its clock (MemoryConfig.Now), at
+// most 100 000 live ones (ErrFull beyond); its Notices delivers in process. A
+// RedisLog's keeps each entry in the hash room:client:{<client>} (boot, session,
+// pod, since in Unix ms, identity; PEXPIRE for the TTL); claim, refresh and release
+// are the library's functions roomcast_v1_claim_as, roomcast_v1_refresh_as and
+// roomcast_v1_release, each atomic and comparing identities and boots in Lua (the
+// library keeps roomcast_v1_claim and roomcast_v1_refresh, which know no identity,
+// for the pods of an older version during a rollout); ClientOwner reads with HMGET.
+// Its Notices go to the shard channel room:pod:{<pod>} (notices_redis.go). Entries
+// and notices read back are validated; malformed ones are counted
+// (RedisStats.BadOwners) and ignored.
 //
 // # Must not
 //
@@ -106,11 +119,12 @@
 //
 // # Concurrency
 //
-// Every Log method is safe for concurrent use. MemoryLog locks, in order: a map
-// shard's mutex, then a room's mutex, then a subscription shard's read lock; for
-// revocations, a watcher's mutex, then the control plane's. A revocation watcher's fn
-// runs under its watcher's mutex, so calls never overlap. The ownership registry's
-// mutex and a pod listener's are never held together; a listener's fn runs under its
-// own, so calls never overlap. RedisLog's PodNotices runs fn on its caller's
-// goroutine, and Close waits for every PodNotices to return.
+// Every Log method, and every method of the control plane's stores, is safe for
+// concurrent use. MemoryLog locks, in order: a map shard's mutex, then a room's
+// mutex, then a subscription shard's read lock; for revocations, a watcher's mutex,
+// then the revocations' own. A revocation watcher's fn runs under its watcher's
+// mutex, so calls never overlap. Each store's mutex is a leaf otherwise; the
+// notices' mutex and a pod listener's are never held together, and a listener's fn
+// runs under its own, so calls never overlap. A RedisLog's PodNotices runs fn on its
+// caller's goroutine, and the log's Close waits for every PodNotices to return.
 package replay

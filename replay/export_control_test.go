@@ -2,8 +2,8 @@ package replay
 
 import "time"
 
-// SetRevocationReload makes l read the whole revocation set every d instead of every
-// 5s; call it before the first WatchRevocations.
+// SetRevocationReload makes l's revocations read the whole set every d instead of
+// every 5s; call it before the first WatchRevocations.
 func SetRevocationReload(l *RedisLog, d time.Duration) {
 	l.revs.mu.Lock()
 	l.revs.every = d

@@ -5,7 +5,7 @@ import "time"
 // ClientTTL reports how long client's entry in l has left on l's clock; false when
 // there is none.
 func ClientTTL(l *MemoryLog, client string) (time.Duration, bool) {
-	o := &l.owners
+	o := l.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := l.cfg.Now()

@@ -117,9 +117,15 @@ type MemoryLog struct {
 	stop chan struct{}
 	done chan struct{}
 
-	ctl    memControl   // tickets and revocations (control_memory.go)
-	occ    memOccupancy // pods' member counts (occupancy_memory.go)
-	owners memOwners    // client ownership (owners_memory.go)
+	// The pod's control plane (ControlOf), each store in its file: tickets and
+	// revocations (control_memory.go), pods' member counts (occupancy_memory.go),
+	// client ownership (owners_memory.go) and pod notices (notices_memory.go). The
+	// sweeper prunes them; they refuse calls once the log is closed.
+	tickets *memTickets
+	revs    *memRevocations
+	occ     *memOccupancy
+	owners  *memOwners
+	notices *memNotices
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -161,6 +167,8 @@ func NewMemoryLog(cfg MemoryConfig) (*MemoryLog, error) {
 		return nil, err
 	}
 	l := &MemoryLog{cfg: cfg, started: time.Now(), seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	l.tickets, l.revs, l.occ = &memTickets{l: l}, &memRevocations{l: l}, &memOccupancy{l: l}
+	l.owners, l.notices = &memOwners{l: l}, &memNotices{l: l}
 	for i := range l.shards {
 		l.shards[i].rooms = make(map[string]*memRoom)
 		l.subs[i].rings = make(map[string]func(Event))
@@ -496,7 +504,8 @@ func (l *MemoryLog) sweepLoop() {
 // room.
 func (l *MemoryLog) sweep() {
 	now := l.cfg.Now()
-	l.ctl.prune(now)
+	l.tickets.prune(now)
+	l.revs.prune(now)
 	l.occ.prune(now)
 	l.owners.prune(now)
 	for i := range l.shards {

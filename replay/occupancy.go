@@ -10,8 +10,8 @@ import (
 
 // Occupancy is the fleet's view of who holds a room: each pod records how many
 // members it holds in each of its rooms, with a TTL, so a pod that dies drops out
-// of the view within the TTL. MemoryLog and RedisLog implement it; a MemoryLog
-// knows of one pod only, the one it runs in.
+// of the view within the TTL. Both logs' control planes implement it (ControlOf);
+// a MemoryLog's knows of one pod only, the one it runs in.
 type Occupancy interface {
 	// SetOccupancy records, for each of counts, that pod holds Members members of
 	// Room, until ttl passes; Members 0 removes the pod's record of Room at once.
@@ -46,11 +46,6 @@ const (
 	MaxOccupancyPods = 1000
 	// maxOccupancyMembers bounds one count: 15 digits, as the functions read them.
 	maxOccupancyMembers = 999_999_999_999_999
-)
-
-var (
-	_ Occupancy = (*MemoryLog)(nil)
-	_ Occupancy = (*RedisLog)(nil)
 )
 
 // validOccupancy checks SetOccupancy's arguments.

@@ -7,10 +7,12 @@ import (
 	"time"
 )
 
-// memOccupancy is a MemoryLog's occupancy records: room → pod → record. It holds at
-// most maxMemOccupancy records; expired ones are dropped when their room is
-// written or read, and by the log's sweep.
+// memOccupancy is a MemoryLog's occupancy records (Occupancy): room → pod →
+// record. It holds at most maxMemOccupancy records; expired ones are dropped when
+// their room is written or read, and by the log's sweep.
 type memOccupancy struct {
+	l *MemoryLog
+
 	mu    sync.Mutex
 	rooms map[string]map[string]memOccRecord
 	n     int // records held
@@ -24,17 +26,18 @@ type memOccRecord struct {
 // maxMemOccupancy bounds the records a MemoryLog holds.
 const maxMemOccupancy = 1_000_000
 
+var _ Occupancy = (*memOccupancy)(nil)
+
 // SetOccupancy implements Occupancy. Past 1 000 000 records held, a record for a
 // new room or pod is ErrFull.
-func (l *MemoryLog) SetOccupancy(ctx context.Context, pod string, ttl time.Duration, counts []RoomCount) error {
-	if l.closed.Load() {
+func (o *memOccupancy) SetOccupancy(ctx context.Context, pod string, ttl time.Duration, counts []RoomCount) error {
+	if o.l.closed.Load() {
 		return ErrClosed
 	}
 	if !validOccupancy(pod, ttl, counts) {
 		return fmt.Errorf("replay: set occupancy: %w", ErrInvalid)
 	}
-	now := l.cfg.Now().Truncate(time.Millisecond)
-	o := &l.occ
+	now := o.l.cfg.Now().Truncate(time.Millisecond)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.rooms == nil {
@@ -70,15 +73,14 @@ func (l *MemoryLog) SetOccupancy(ctx context.Context, pod string, ttl time.Durat
 }
 
 // Occupancy implements Occupancy.
-func (l *MemoryLog) Occupancy(ctx context.Context, room string) ([]PodCount, error) {
-	if l.closed.Load() {
+func (o *memOccupancy) Occupancy(ctx context.Context, room string) ([]PodCount, error) {
+	if o.l.closed.Load() {
 		return nil, ErrClosed
 	}
 	if !ValidRoom(room) {
 		return nil, fmt.Errorf("replay: occupancy %q: %w", room, ErrInvalid)
 	}
-	now := l.cfg.Now()
-	o := &l.occ
+	now := o.l.cfg.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pods := o.rooms[room]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,10 +26,20 @@ const (
 
 func redisPodsKey(room string) string { return "room:{" + room + "}:pods" }
 
+// redisOccupancy is a RedisLog's occupancy records (Occupancy), on the log's client.
+type redisOccupancy struct {
+	l *RedisLog
+
+	badLog atomic.Int64 // when a malformed record was last logged, Unix ns
+}
+
+var _ Occupancy = (*redisOccupancy)(nil)
+
 // SetOccupancy implements Occupancy: one function call per count, pipelined (rueidis
 // sends each node its calls in one round trip). Calls are repeated, within the
 // log's Timeout, until each has succeeded once: a record is safe to write again.
-func (l *RedisLog) SetOccupancy(ctx context.Context, pod string, ttl time.Duration, counts []RoomCount) error {
+func (ro *redisOccupancy) SetOccupancy(ctx context.Context, pod string, ttl time.Duration, counts []RoomCount) error {
+	l := ro.l
 	if l.isClosed.Load() {
 		return ErrClosed
 	}
@@ -88,7 +99,8 @@ func worstOf(errs []error) error {
 
 // Occupancy implements Occupancy. A malformed record (someone else wrote room: keys)
 // is skipped, and logged at most once a minute.
-func (l *RedisLog) Occupancy(ctx context.Context, room string) ([]PodCount, error) {
+func (ro *redisOccupancy) Occupancy(ctx context.Context, room string) ([]PodCount, error) {
+	l := ro.l
 	if l.isClosed.Load() {
 		return nil, ErrClosed
 	}
@@ -121,7 +133,7 @@ func (l *RedisLog) Occupancy(ctx context.Context, room string) ([]PodCount, erro
 		var bad int
 		pods, bad = livePods(fields, now)
 		if bad > 0 {
-			l.warnRarely(&l.occBadLog, "malformed occupancy record skipped (check who may write room: keys)", "records", bad)
+			l.warnRarely(&ro.badLog, "malformed occupancy record skipped (check who may write room: keys)", "records", bad)
 		}
 		return nil
 	})

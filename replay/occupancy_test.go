@@ -21,7 +21,8 @@ func TestMemoryOccupancy(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.Close(context.Background()) })
-		return replaytest.OccupancyEnv{A: l, B: l, Close: func() error { return l.Close(context.Background()) },
+		o := controlOf(t, l).Occupancy
+		return replaytest.OccupancyEnv{A: o, B: o, Close: func() error { return l.Close(context.Background()) },
 			Pass: func(_ *testing.T, d time.Duration) { clock.Advance(d) }}
 	})
 }
@@ -30,7 +31,7 @@ func redisOccupancy(addrs []string) func(t *testing.T) replaytest.OccupancyEnv {
 	return func(t *testing.T) replaytest.OccupancyEnv {
 		a := newRedisLog(t, addrs, replay.RedisConfig{})
 		b := newRedisLog(t, addrs, replay.RedisConfig{})
-		return replaytest.OccupancyEnv{A: a, B: b, Pass: passReal,
+		return replaytest.OccupancyEnv{A: controlOf(t, a).Occupancy, B: controlOf(t, b).Occupancy, Pass: passReal,
 			Close: func() error { return a.Close(context.Background()) }}
 	}
 }
@@ -52,13 +53,14 @@ func TestRedisOccupancyKey(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	room := redistest.Prefix(t)
 	key := "room:{" + room + "}:pods"
-	if err := l.SetOccupancy(ctx, "pod-a", 10*time.Second, []replay.RoomCount{{Room: room, Members: 4}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", 10*time.Second, []replay.RoomCount{{Room: room, Members: 4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SetOccupancy(ctx, "pod-b", time.Minute, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-b", time.Minute, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if ttl, err := strconv.Atoi(s.MustDo(t, "PTTL", key)); err != nil || ttl <= 10000 || ttl > 60000 {
@@ -70,7 +72,7 @@ func TestRedisOccupancyKey(t *testing.T) {
 		t.Fatalf("stored record %q: %d members, expires-updated %d, %v", v, members, expires-updated, err)
 	}
 	for _, pod := range []string{"pod-a", "pod-b"} {
-		if err := l.SetOccupancy(ctx, pod, time.Minute, []replay.RoomCount{{Room: room, Members: 0}}); err != nil {
+		if err := ctl.Occupancy.SetOccupancy(ctx, pod, time.Minute, []replay.RoomCount{{Room: room, Members: 0}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,6 +88,7 @@ func TestRedisOccupancyMalformedRecords(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	room := redistest.Prefix(t)
 	key := "room:{" + room + "}:pods"
@@ -96,18 +99,18 @@ func TestRedisOccupancyMalformedRecords(t *testing.T) {
 		"forged-3", "0 "+far+" 1",
 		"has space", "2 "+far+" 1",
 		"forged-4", "5 1 1") // expired long ago
-	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	s.MustDo(t, "HSET", key, "forged-5", "x y z")
-	pods, err := l.Occupancy(ctx, room)
+	pods, err := ctl.Occupancy.Occupancy(ctx, room)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pods) != 1 || pods[0].Pod != "pod-a" || pods[0].Members != 2 {
 		t.Fatalf("occupancy %+v, want only pod-a with 2", pods)
 	}
-	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 3}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if fields := s.MustDo(t, "HKEYS", key); strings.TrimSpace(fields) != "pod-a" {
@@ -121,21 +124,22 @@ func TestRedisOccupancyACL(t *testing.T) {
 	t.Parallel()
 	srv, cfg := aclStandalone(t)
 	l := newRedisLog(t, []string{srv.Addr}, cfg)
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	room := redistest.Prefix(t) + ".acl"
 	for _, n := range []int{3, 0, 2} {
-		if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: n}}); err != nil {
+		if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: n}}); err != nil {
 			t.Fatalf("set %d: %v", n, err)
 		}
 	}
-	if err := l.SetOccupancy(ctx, "pod-b", time.Millisecond, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-b", time.Millisecond, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	passReal(t, 5*time.Millisecond)
-	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 4}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 4}}); err != nil {
 		t.Fatal(err) // prunes pod-b's expired record: HDEL under the ACL
 	}
-	pods, err := l.Occupancy(ctx, room)
+	pods, err := ctl.Occupancy.Occupancy(ctx, room)
 	if err != nil || len(pods) != 1 || pods[0].Members != 4 {
 		t.Fatalf("occupancy: %+v, %v; want pod-a with 4", pods, err)
 	}
@@ -169,14 +173,15 @@ func TestRedisOccupancyReloadsLibrary(t *testing.T) {
 	t.Parallel()
 	s := redistest.StandaloneWith(t, redistest.Options{})
 	l := newRedisLog(t, []string{s.Addr}, replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	room := redistest.Prefix(t)
 	s.MustDo(t, "FUNCTION", "FLUSH")
-	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}, {Room: room + ".b", Members: 1}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}, {Room: room + ".b", Members: 1}}); err != nil {
 		t.Fatalf("set after FUNCTION FLUSH: %v", err)
 	}
 	s.MustDo(t, "FUNCTION", "FLUSH")
-	if pods, err := l.Occupancy(ctx, room); err != nil || len(pods) != 1 || pods[0].Members != 2 {
+	if pods, err := ctl.Occupancy.Occupancy(ctx, room); err != nil || len(pods) != 1 || pods[0].Members != 2 {
 		t.Fatalf("occupancy after FUNCTION FLUSH: %+v, %v", pods, err)
 	}
 }
@@ -189,15 +194,16 @@ func TestRedisOccupancyAfterAnOlderLibrary(t *testing.T) {
 	t.Parallel()
 	s := redistest.StandaloneWith(t, redistest.Options{})
 	l := newRedisLog(t, []string{s.Addr}, replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	loadOlderLibrary(t, s, "occupancy")
 	ctx := context.Background()
 	room := redistest.Prefix(t)
 	mustAppend(t, l, room, msgN(1))
-	if err := l.SetOccupancy(ctx, "pod-new", time.Minute, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-new", time.Minute, []replay.RoomCount{{Room: room, Members: 1}}); err != nil {
 		t.Fatalf("set over the older library: %v", err)
 	}
 	mustAppend(t, l, room, msgN(2))
-	if pods, err := l.Occupancy(ctx, room); err != nil || len(pods) != 1 {
+	if pods, err := ctl.Occupancy.Occupancy(ctx, room); err != nil || len(pods) != 1 {
 		t.Fatalf("occupancy: %+v, %v", pods, err)
 	}
 }

@@ -15,7 +15,8 @@ import (
 // the connection is (Identity: whom its credential names). The registry maps a
 // client to the one (Boot, Session, Pod, Identity) that owns it, for a TTL that the
 // owner refreshes while connected. While an entry lives, only its identity may claim
-// the client. MemoryLog and RedisLog implement Owners.
+// the client. The owner a claim displaces is told to close through Notices. Both
+// logs' control planes implement Owners and Notices (ControlOf).
 
 var (
 	// ErrSuperseded: a newer boot of the client owns it; the claim changed nothing.
@@ -63,13 +64,19 @@ type Owners interface {
 	ReleaseClient(ctx context.Context, client, session string) error
 	// ClientOwner reports the live owner, if any.
 	ClientOwner(ctx context.Context, client string) (Owner, bool, error)
-	// NotifyPod sends a short notice to one pod (e.g. "close <client> <session>"),
-	// at most once: a notice sent while no PodNotices of that pod listens is lost.
+}
+
+// Notices carries short notices to one pod of a fleet, at most once: the owner of a
+// client tells the pod of the owner it displaced to close it.
+type Notices interface {
+	// NotifyPod sends a short notice (1 to MaxNoticeLen bytes of printable ASCII,
+	// e.g. "close <client> <session>") to one pod, at most once: a notice sent
+	// while no PodNotices of that pod listens is lost.
 	NotifyPod(ctx context.Context, pod, notice string) error
 	// PodNotices calls fn with every notice sent to pod until ctx ends (then it
 	// returns nil) or the log closes (ErrClosed). It blocks; calls to fn never
 	// overlap, never come after it returns, and fn must not block. One PodNotices per
-	// pod per log at a time: a second one fails with ErrInvalid.
+	// pod per store at a time: a second one fails with ErrInvalid.
 	PodNotices(ctx context.Context, pod string, fn func(notice string)) error
 }
 

@@ -18,6 +18,8 @@ import (
 // client's key.
 func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 	t.Helper()
+	ctlB := controlOf(t, b)
+	ctlA := controlOf(t, a)
 	ctx := context.Background()
 	client := redistest.Prefix(t) + ":acl"
 	pod := "acl-pod-0"
@@ -25,31 +27,31 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 		pod = "acl-pod-" + strconv.Itoa(i)
 	}
 	old, boot := replay.NewBoot(time.Now().Add(-time.Second)), replay.NewBoot(time.Now())
-	if _, err := a.ClaimClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); err != nil {
+	if _, err := ctlA.Owners.ClaimClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if prev, err := b.ClaimClient(ctx, testOwner(client, boot, "sB", pod), time.Minute); err != nil || prev.Session != "sA" {
+	if prev, err := ctlB.Owners.ClaimClient(ctx, testOwner(client, boot, "sB", pod), time.Minute); err != nil || prev.Session != "sA" {
 		t.Fatalf("takeover: %+v, %v", prev, err)
 	}
-	if _, err := a.ClaimClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); !errors.Is(err, replay.ErrSuperseded) {
+	if _, err := ctlA.Owners.ClaimClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); !errors.Is(err, replay.ErrSuperseded) {
 		t.Fatalf("claim by the older boot: %v; want ErrSuperseded", err)
 	}
-	if _, err := b.RefreshClient(ctx, testOwner(client, boot, "sB", pod), time.Minute); err != nil {
+	if _, err := ctlB.Owners.RefreshClient(ctx, testOwner(client, boot, "sB", pod), time.Minute); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
-	if _, err := a.RefreshClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); !errors.Is(err, replay.ErrNotOwner) {
+	if _, err := ctlA.Owners.RefreshClient(ctx, testOwner(client, old, "sA", "pod-a"), time.Minute); !errors.Is(err, replay.ErrNotOwner) {
 		t.Fatalf("stale refresh: %v; want ErrNotOwner", err)
 	}
-	if o, ok, err := a.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sB" {
+	if o, ok, err := ctlA.Owners.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sB" {
 		t.Fatalf("owner: %+v, %v, %v", o, ok, err)
 	}
-	if err := a.ReleaseClient(ctx, client, "sA"); err != nil {
+	if err := ctlA.Owners.ReleaseClient(ctx, client, "sA"); err != nil {
 		t.Fatalf("release by a non-owner: %v", err)
 	}
-	if err := b.ReleaseClient(ctx, client, "sB"); err != nil {
+	if err := ctlB.Owners.ReleaseClient(ctx, client, "sB"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if _, ok, err := a.ClientOwner(ctx, client); ok || err != nil {
+	if _, ok, err := ctlA.Owners.ClientOwner(ctx, client); ok || err != nil {
 		t.Fatalf("owner after release: %v, %v", ok, err)
 	}
 
@@ -57,7 +59,7 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 	notices := make(chan string, 64)
 	done := make(chan error, 1)
 	go func() {
-		done <- b.PodNotices(lctx, pod, func(n string) {
+		done <- ctlB.Notices.PodNotices(lctx, pod, func(n string) {
 			select {
 			case notices <- n:
 			default:
@@ -71,7 +73,7 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 		}
 	}()
 	replaytest.Eventually(t, 20*time.Second, "a notice delivered", func() error {
-		if err := a.NotifyPod(ctx, pod, "close "+client+" sB"); err != nil {
+		if err := ctlA.Notices.NotifyPod(ctx, pod, "close "+client+" sB"); err != nil {
 			return err
 		}
 		select {

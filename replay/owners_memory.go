@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// memOwners is a MemoryLog's client ownership registry: one pod's. TTLs run on the
-// log's clock (MemoryConfig.Now). memOwners.mu and a listener's mu are never held
-// together; a listener's fn runs under its own mu only.
+// memOwners is a MemoryLog's client ownership registry (Owners): one pod's. TTLs
+// run on the log's clock (MemoryConfig.Now).
 type memOwners struct {
-	mu        sync.Mutex
-	entries   map[string]memOwner
-	pruned    time.Time // when expired entries were last pruned because of the bound
-	listeners map[string]*memListener
+	l *MemoryLog
+
+	mu      sync.Mutex
+	entries map[string]memOwner
+	pruned  time.Time // when expired entries were last pruned because of the bound
 }
 
 type memOwner struct {
@@ -22,13 +22,7 @@ type memOwner struct {
 	expires time.Time
 }
 
-type memListener struct {
-	mu      sync.Mutex // held while fn runs: calls never overlap
-	fn      func(string)
-	stopped bool
-}
-
-var _ Owners = (*MemoryLog)(nil)
+var _ Owners = (*memOwners)(nil)
 
 // liveLocked returns client's entry unless it expired.
 func (o *memOwners) liveLocked(client string, now time.Time) (memOwner, bool) {
@@ -45,16 +39,15 @@ func (o *memOwners) liveLocked(client string, now time.Time) (memOwner, bool) {
 
 // ClaimClient implements Owners. It holds up to 100 000 live entries: a claim for a
 // new client beyond that fails with ErrFull.
-func (l *MemoryLog) ClaimClient(ctx context.Context, o Owner, ttl time.Duration) (Owner, error) {
-	if l.closed.Load() {
+func (m *memOwners) ClaimClient(ctx context.Context, o Owner, ttl time.Duration) (Owner, error) {
+	if m.l.closed.Load() {
 		return Owner{}, ErrClosed
 	}
 	o, err := ownerArgs(o, ttl)
 	if err != nil {
 		return Owner{}, fmt.Errorf("replay: claim client: %w", err)
 	}
-	now := l.cfg.Now()
-	m := &l.owners
+	now := m.l.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.liveLocked(o.Client, now)
@@ -92,16 +85,15 @@ func (m *memOwners) putLocked(o Owner, ttl time.Duration, now time.Time, held bo
 }
 
 // RefreshClient implements Owners.
-func (l *MemoryLog) RefreshClient(ctx context.Context, o Owner, ttl time.Duration) (bool, error) {
-	if l.closed.Load() {
+func (m *memOwners) RefreshClient(ctx context.Context, o Owner, ttl time.Duration) (bool, error) {
+	if m.l.closed.Load() {
 		return false, ErrClosed
 	}
 	o, err := ownerArgs(o, ttl)
 	if err != nil {
 		return false, fmt.Errorf("replay: refresh client: %w", err)
 	}
-	now := l.cfg.Now()
-	m := &l.owners
+	now := m.l.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.liveLocked(o.Client, now)
@@ -120,34 +112,32 @@ func (l *MemoryLog) RefreshClient(ctx context.Context, o Owner, ttl time.Duratio
 }
 
 // ReleaseClient implements Owners.
-func (l *MemoryLog) ReleaseClient(ctx context.Context, client, session string) error {
-	if l.closed.Load() {
+func (o *memOwners) ReleaseClient(ctx context.Context, client, session string) error {
+	if o.l.closed.Load() {
 		return ErrClosed
 	}
 	if !ValidClient(client) || !ValidSession(session) {
 		return fmt.Errorf("replay: release client %q: %w", client, ErrInvalid)
 	}
-	o := &l.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if cur, ok := o.liveLocked(client, l.cfg.Now()); ok && cur.Session == session {
+	if cur, ok := o.liveLocked(client, o.l.cfg.Now()); ok && cur.Session == session {
 		delete(o.entries, client)
 	}
 	return nil
 }
 
 // ClientOwner implements Owners.
-func (l *MemoryLog) ClientOwner(ctx context.Context, client string) (Owner, bool, error) {
-	if l.closed.Load() {
+func (o *memOwners) ClientOwner(ctx context.Context, client string) (Owner, bool, error) {
+	if o.l.closed.Load() {
 		return Owner{}, false, ErrClosed
 	}
 	if !ValidClient(client) {
 		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w", client, ErrInvalid)
 	}
-	o := &l.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	cur, ok := o.liveLocked(client, l.cfg.Now())
+	cur, ok := o.liveLocked(client, o.l.cfg.Now())
 	return cur.Owner, ok, nil
 }
 
@@ -158,63 +148,4 @@ func (o *memOwners) prune(now time.Time) {
 	for c := range o.entries {
 		o.liveLocked(c, now)
 	}
-}
-
-// NotifyPod implements Owners: fn of the pod's listener runs on the caller's
-// goroutine, before NotifyPod returns. With no listener the notice is dropped.
-func (l *MemoryLog) NotifyPod(ctx context.Context, pod, notice string) error {
-	if l.closed.Load() {
-		return ErrClosed
-	}
-	if !ValidPodID(pod) || !validNotice(notice) {
-		return fmt.Errorf("replay: notify pod %q: %w", pod, ErrInvalid)
-	}
-	o := &l.owners
-	o.mu.Lock()
-	w := o.listeners[pod]
-	o.mu.Unlock()
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.stopped && !l.closed.Load() {
-		w.fn(notice)
-	}
-	return nil
-}
-
-// PodNotices implements Owners.
-func (l *MemoryLog) PodNotices(ctx context.Context, pod string, fn func(notice string)) error {
-	if l.closed.Load() {
-		return ErrClosed
-	}
-	if !ValidPodID(pod) {
-		return fmt.Errorf("replay: pod notices %q: %w", pod, ErrInvalid)
-	}
-	w := &memListener{fn: fn}
-	o := &l.owners
-	o.mu.Lock()
-	if o.listeners == nil {
-		o.listeners = make(map[string]*memListener)
-	}
-	if o.listeners[pod] != nil {
-		o.mu.Unlock()
-		return fmt.Errorf("replay: pod notices %q: already listening: %w", pod, ErrInvalid)
-	}
-	o.listeners[pod] = w
-	o.mu.Unlock()
-	var err error
-	select {
-	case <-ctx.Done():
-	case <-l.stop:
-		err = ErrClosed
-	}
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
-	o.mu.Lock()
-	delete(o.listeners, pod)
-	o.mu.Unlock()
-	return err
 }

@@ -21,10 +21,11 @@ func TestRedisOwnerKey(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	client := redistest.Prefix(t) + ":c"
 	boot := replay.NewBoot(time.Now())
 	before := time.Now().UnixMilli()
-	if _, err := l.ClaimClient(context.Background(), testOwner(client, boot, "s1", "pod-1"), 90*time.Second); err != nil {
+	if _, err := ctl.Owners.ClaimClient(context.Background(), testOwner(client, boot, "s1", "pod-1"), 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	key := "room:client:{" + client + "}"
@@ -100,6 +101,7 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 	t.Parallel()
 	s := redistest.SharedStandalone(t)
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	boot := replay.NewBoot(time.Now())
 	far := "ffffffff-ffff-7fff-bfff-ffffffffffff"
@@ -115,13 +117,13 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 		key := "room:client:{" + client + "}"
 		s.MustDo(t, append([]string{"HSET", key}, fields...)...)
 		base := l.Stats().BadOwners
-		if o, ok, err := l.ClientOwner(ctx, client); ok || err != nil {
+		if o, ok, err := ctl.Owners.ClientOwner(ctx, client); ok || err != nil {
 			t.Fatalf("entry %v: owner %+v, %v, %v; want none", fields, o, ok, err)
 		}
 		if l.Stats().BadOwners != base+1 {
 			t.Fatalf("entry %v: BadOwners %d, want %d", fields, l.Stats().BadOwners, base+1)
 		}
-		prev, err := l.ClaimClient(ctx, testOwner(client, boot, "s1", "p1"), time.Minute)
+		prev, err := ctl.Owners.ClaimClient(ctx, testOwner(client, boot, "s1", "p1"), time.Minute)
 		switch {
 		case fields[1] == far:
 			// A well-formed newer boot refuses, whatever else is wrong.
@@ -131,7 +133,7 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 		case err != nil || prev != (replay.Owner{}):
 			t.Fatalf("entry %v: claim %+v, %v; want a zero Owner", fields, prev, err)
 		default:
-			if o, ok, err := l.ClientOwner(ctx, client); !ok || err != nil || o.Session != "s1" || o.Boot != boot {
+			if o, ok, err := ctl.Owners.ClientOwner(ctx, client); !ok || err != nil || o.Session != "s1" || o.Boot != boot {
 				t.Fatalf("entry %v: after the claim %+v, %v, %v", fields, o, ok, err)
 			}
 		}
@@ -141,7 +143,7 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 	pod := "malformed-" + strconv.Itoa(int(time.Now().UnixNano()%1e6))
 	ch, _ := listenNotices(t, l, pod)
 	replaytest.Eventually(t, 20*time.Second, "listening", func() bool {
-		_ = l.NotifyPod(ctx, pod, "hello")
+		_ = ctl.Notices.NotifyPod(ctx, pod, "hello")
 		select {
 		case <-ch:
 			return true
@@ -151,7 +153,7 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 	})
 	base := l.Stats().BadOwners
 	s.MustDo(t, "SPUBLISH", "room:pod:{"+pod+"}", "close x\ny")
-	if err := l.NotifyPod(ctx, pod, "marker"); err != nil {
+	if err := ctl.Notices.NotifyPod(ctx, pod, "marker"); err != nil {
 		t.Fatal(err)
 	}
 	timeout := time.After(20 * time.Second)
@@ -171,16 +173,18 @@ func TestRedisOwnersSkipMalformed(t *testing.T) {
 	}
 }
 
-// listenNotices runs l.PodNotices for pod until stop is called or the test ends;
+// listenNotices runs PodNotices of l's notices for pod until stop is called or the test ends;
 // stop returns once PodNotices has.
-func listenNotices(t *testing.T, l replay.Owners, pod string) (notices <-chan string, stop func()) {
+func listenNotices(t *testing.T, l replay.Log, pod string) (notices <-chan string, stop func()) {
+	ctl := controlOf(t, l)
+	n := ctl.Notices
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan string, 1024)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.PodNotices(ctx, pod, func(n string) {
+		done <- n.PodNotices(ctx, pod, func(notice string) {
 			select {
-			case ch <- n:
+			case ch <- notice:
 			default:
 			}
 		})
@@ -206,12 +210,13 @@ func TestRedisPodNoticesResubscribe(t *testing.T) {
 	t.Parallel()
 	s := redistest.Standalone(t)
 	a := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctlA := controlOf(t, a)
 	b := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
 	ctx := context.Background()
 	ch, stop := listenNotices(t, b, "pod-1")
 	heard := func(want string) func() bool {
 		return func() bool {
-			_ = a.NotifyPod(ctx, "pod-1", want)
+			_ = ctlA.Notices.NotifyPod(ctx, "pod-1", want)
 			for {
 				select {
 				case n := <-ch:
@@ -249,6 +254,7 @@ func TestRedisOwnersAcrossARollout(t *testing.T) {
 	t.Parallel()
 	s := redistest.StandaloneWith(t, redistest.Options{})
 	l := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
+	ctl := controlOf(t, l)
 	loadOlderLibrary(t, s, "_as'")
 	if list := s.MustDo(t, "FUNCTION", "LIST"); strings.Contains(list, "claim_as") || !strings.Contains(list, "roomcast_v1_claim") {
 		t.Fatalf("the older library: %s", list)
@@ -260,11 +266,11 @@ func TestRedisOwnersAcrossARollout(t *testing.T) {
 
 	// An older pod claims: no identity.
 	s.MustDo(t, "FCALL", "roomcast_v1_claim", "1", key, old, "sOld", "pod-old", "60000")
-	if o, ok, err := l.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sOld" || o.Identity != "" {
+	if o, ok, err := ctl.Owners.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sOld" || o.Identity != "" {
 		t.Fatalf("the older pod's entry: %+v, %v, %v", o, ok, err)
 	}
 	// This version's claim loads claim_as again and takes the entry over.
-	prev, err := l.ClaimClient(ctx, replay.Owner{Client: client, Boot: boot, Session: "sNew", Pod: "pod-new", Identity: "sub:ana"}, time.Minute)
+	prev, err := ctl.Owners.ClaimClient(ctx, replay.Owner{Client: client, Boot: boot, Session: "sNew", Pod: "pod-new", Identity: "sub:ana"}, time.Minute)
 	if err != nil || prev.Session != "sOld" {
 		t.Fatalf("claim over the older library and entry: %+v, %v", prev, err)
 	}
@@ -272,7 +278,7 @@ func TestRedisOwnersAcrossARollout(t *testing.T) {
 	if n := s.MustDo(t, "FCALL", "roomcast_v1_refresh", "1", key, "sNew", "60000"); n != "1" {
 		t.Fatalf("the older refresh of the owner answered %s, want 1", n)
 	}
-	if o, ok, err := l.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sNew" || o.Identity != "sub:ana" {
+	if o, ok, err := ctl.Owners.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sNew" || o.Identity != "sub:ana" {
 		t.Fatalf("owner: %+v, %v, %v", o, ok, err)
 	}
 }

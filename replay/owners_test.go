@@ -13,11 +13,6 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-var (
-	_ replay.Owners = (*replay.MemoryLog)(nil)
-	_ replay.Owners = (*replay.RedisLog)(nil)
-)
-
 // testOwner is the Owner (client, boot, session, pod) with the identity "sub:test".
 func testOwner(client, boot, session, pod string) replay.Owner {
 	return replay.Owner{Client: client, Boot: boot, Session: session, Pod: pod, Identity: "sub:test"}
@@ -27,8 +22,9 @@ func testOwner(client, boot, session, pod string) replay.Owner {
 func memoryOwners(t *testing.T) (*replay.MemoryLog, *replaytest.Clock, replaytest.OwnersEnv) {
 	clock := replaytest.NewClock(time.Now())
 	l := newMemory(t, replay.MemoryConfig{Now: clock.Now})
+	c := controlOf(t, l)
 	return l, clock, replaytest.OwnersEnv{
-		A: l, B: l, Now: clock.Now,
+		A: c.Owners, B: c.Owners, NA: c.Notices, NB: c.Notices, Now: clock.Now,
 		TTL:  func(_ *testing.T, client string) (time.Duration, bool) { return replay.ClientTTL(l, client) },
 		Pass: func(_ *testing.T, d time.Duration) { clock.Advance(d) },
 	}
@@ -45,9 +41,10 @@ func TestMemoryOwners(t *testing.T) {
 // that holds a key.
 func redisOwners(addrs []string, do func(t *testing.T, key string, args ...string) string) replaytest.OwnersFactory {
 	return func(t *testing.T) replaytest.OwnersEnv {
+		a := controlOf(t, newRedisLog(t, addrs, replay.RedisConfig{}))
+		b := controlOf(t, newRedisLog(t, addrs, replay.RedisConfig{}))
 		return replaytest.OwnersEnv{
-			A:   newRedisLog(t, addrs, replay.RedisConfig{}),
-			B:   newRedisLog(t, addrs, replay.RedisConfig{}),
+			A: a.Owners, B: b.Owners, NA: a.Notices, NB: b.Notices,
 			Now: time.Now,
 			TTL: func(t *testing.T, client string) (time.Duration, bool) {
 				key := "room:client:{" + client + "}"
@@ -86,39 +83,40 @@ func TestRedisOwnersCluster(t *testing.T) {
 // not the stale one's.
 func TestMemoryOwnersClock(t *testing.T) {
 	ctx := context.Background()
-	l, clock, _ := memoryOwners(t)
+	_, clock, e := memoryOwners(t)
+	o := e.A
 	old, boot := replay.NewBoot(clock.Now().Add(-time.Minute)), replay.NewBoot(clock.Now())
-	if _, err := l.ClaimClient(ctx, testOwner("c1", boot, "sA", "p1"), time.Minute); err != nil {
+	if _, err := o.ClaimClient(ctx, testOwner("c1", boot, "sA", "p1"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(50 * time.Second)
-	if _, err := l.RefreshClient(ctx, testOwner("c1", boot, "sA", "p1"), time.Minute); err != nil {
+	if _, err := o.RefreshClient(ctx, testOwner("c1", boot, "sA", "p1"), time.Minute); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
 	clock.Advance(50 * time.Second)
-	if _, ok, _ := l.ClientOwner(ctx, "c1"); !ok {
+	if _, ok, _ := o.ClientOwner(ctx, "c1"); !ok {
 		t.Fatal("the refreshed entry expired with its first ttl")
 	}
 	clock.Advance(10*time.Second + time.Millisecond)
-	if _, ok, _ := l.ClientOwner(ctx, "c1"); ok {
+	if _, ok, _ := o.ClientOwner(ctx, "c1"); ok {
 		t.Fatal("the entry outlived its refreshed ttl")
 	}
 
-	if _, err := l.ClaimClient(ctx, testOwner("c2", old, "sA", "p1"), time.Minute); err != nil {
+	if _, err := o.ClaimClient(ctx, testOwner("c2", old, "sA", "p1"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ClaimClient(ctx, testOwner("c2", boot, "sB", "p2"), 10*time.Second); err != nil {
+	if _, err := o.ClaimClient(ctx, testOwner("c2", boot, "sB", "p2"), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.RefreshClient(ctx, testOwner("c2", old, "sA", "p1"), time.Hour); !errors.Is(err, replay.ErrNotOwner) {
+	if _, err := o.RefreshClient(ctx, testOwner("c2", old, "sA", "p1"), time.Hour); !errors.Is(err, replay.ErrNotOwner) {
 		t.Fatalf("stale refresh: %v; want ErrNotOwner", err)
 	}
 	clock.Advance(10*time.Second - time.Millisecond)
-	if o, ok, _ := l.ClientOwner(ctx, "c2"); !ok || o.Session != "sB" {
+	if o, ok, _ := o.ClientOwner(ctx, "c2"); !ok || o.Session != "sB" {
 		t.Fatalf("owner within B's ttl: %+v, %v", o, ok)
 	}
 	clock.Advance(time.Millisecond)
-	if o, ok, _ := l.ClientOwner(ctx, "c2"); ok {
+	if o, ok, _ := o.ClientOwner(ctx, "c2"); ok {
 		t.Fatalf("owner at the end of B's ttl: %+v; want none", o)
 	}
 }
@@ -126,28 +124,29 @@ func TestMemoryOwnersClock(t *testing.T) {
 // TestMemoryOwnersBound: 100 000 live entries at most; expired ones make room.
 func TestMemoryOwnersBound(t *testing.T) {
 	ctx := context.Background()
-	l, clock, _ := memoryOwners(t)
+	_, clock, e := memoryOwners(t)
+	o := e.A
 	boot := replay.NewBoot(clock.Now())
 	const bound = 100000
 	for i := range bound {
-		if _, err := l.ClaimClient(ctx, testOwner("c"+strconv.Itoa(i), boot, "s", "p"), time.Minute); err != nil {
+		if _, err := o.ClaimClient(ctx, testOwner("c"+strconv.Itoa(i), boot, "s", "p"), time.Minute); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
 	}
-	if _, err := l.ClaimClient(ctx, testOwner("one-more", boot, "s", "p"), time.Minute); !errors.Is(err, replay.ErrFull) {
+	if _, err := o.ClaimClient(ctx, testOwner("one-more", boot, "s", "p"), time.Minute); !errors.Is(err, replay.ErrFull) {
 		t.Fatalf("claim beyond the bound: %v; want ErrFull", err)
 	}
-	if _, err := l.ClaimClient(ctx, testOwner("c7", boot, "s2", "p"), time.Minute); err != nil {
+	if _, err := o.ClaimClient(ctx, testOwner("c7", boot, "s2", "p"), time.Minute); err != nil {
 		t.Fatalf("claim of a client held, at the bound: %v", err)
 	}
-	if err := l.ReleaseClient(ctx, "c0", "s"); err != nil {
+	if err := o.ReleaseClient(ctx, "c0", "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ClaimClient(ctx, testOwner("one-more", boot, "s", "p"), time.Minute); err != nil {
+	if _, err := o.ClaimClient(ctx, testOwner("one-more", boot, "s", "p"), time.Minute); err != nil {
 		t.Fatalf("claim after a release made room: %v", err)
 	}
 	clock.Advance(2 * time.Minute)
-	if _, err := l.ClaimClient(ctx, testOwner("after-expiry", boot, "s", "p"), time.Minute); err != nil {
+	if _, err := o.ClaimClient(ctx, testOwner("after-expiry", boot, "s", "p"), time.Minute); err != nil {
 		t.Fatalf("claim once the others expired: %v", err)
 	}
 }
@@ -159,16 +158,15 @@ func TestOwnersClosed(t *testing.T) {
 	s := redistest.SharedStandalone(t)
 	mem := newMemory(t, replay.MemoryConfig{})
 	red := newRedisLog(t, s.Addrs(), replay.RedisConfig{})
-	for name, l := range map[string]interface {
-		replay.Owners
-		Close(context.Context) error
-	}{"memory": mem, "redis": red} {
+	for name, l := range map[string]replay.Log{"memory": mem, "redis": red} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
+			c := controlOf(t, l)
+			o, n := c.Owners, c.Notices
 			done := make(chan error, 1)
 			heard := make(chan struct{}, 1)
 			go func() {
-				done <- l.PodNotices(ctx, "p1", func(string) {
+				done <- n.PodNotices(ctx, "p1", func(string) {
 					select {
 					case heard <- struct{}{}:
 					default:
@@ -176,7 +174,7 @@ func TestOwnersClosed(t *testing.T) {
 				})
 			}()
 			replaytest.Eventually(t, 20*time.Second, "listening", func() bool {
-				_ = l.NotifyPod(ctx, "p1", "hello")
+				_ = n.NotifyPod(ctx, "p1", "hello")
 				select {
 				case <-heard:
 					return true
@@ -196,12 +194,12 @@ func TestOwnersClosed(t *testing.T) {
 				t.Fatal("PodNotices did not return after Close")
 			}
 			boot := replay.NewBoot(time.Now())
-			_, err1 := l.ClaimClient(ctx, testOwner("c", boot, "s", "p"), time.Minute)
-			_, err2 := l.RefreshClient(ctx, testOwner("c", boot, "s", "p"), time.Minute)
-			err3 := l.ReleaseClient(ctx, "c", "s")
-			_, _, err4 := l.ClientOwner(ctx, "c")
-			err5 := l.NotifyPod(ctx, "p", "n")
-			err6 := l.PodNotices(ctx, "p", func(string) {})
+			_, err1 := o.ClaimClient(ctx, testOwner("c", boot, "s", "p"), time.Minute)
+			_, err2 := o.RefreshClient(ctx, testOwner("c", boot, "s", "p"), time.Minute)
+			err3 := o.ReleaseClient(ctx, "c", "s")
+			_, _, err4 := o.ClientOwner(ctx, "c")
+			err5 := n.NotifyPod(ctx, "p", "n")
+			err6 := n.PodNotices(ctx, "p", func(string) {})
 			for i, err := range []error{err1, err2, err3, err4, err5, err6} {
 				if !errors.Is(err, replay.ErrClosed) {
 					t.Errorf("call %d after Close: %v; want ErrClosed", i+1, err)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/roomcast/roomcast/replay/flight"
 )
 
 // The Redis Function library (roomcast.lua). Its name and its functions' names carry
@@ -155,7 +157,7 @@ func (c *RedisConfig) fill() error {
 // one event at a time, on rueidis's goroutines (the room's Receive goroutine for
 // events, a connection's reader for zero Events), never after Unsubscribe returns.
 // It must not block: a blocked ring stalls the connection every room on that node
-// shares. Locks, in order: a flight's mu, RedisLog.mu, a subscription's ringMu
+// shares. Locks, in order: a flight.Group's mu, RedisLog.mu, a subscription's ringMu
 // (held while ring runs). The group commit's mu and the slot map's mu are leaves,
 // never held while taking another. None is held across Redis I/O.
 type RedisLog struct {
@@ -175,9 +177,9 @@ type RedisLog struct {
 
 	isClosed atomic.Bool
 
-	since flight[sinceResult]
-	head  flight[Position]
-	load  flight[struct{}]
+	since flight.Group[sinceResult]
+	head  flight.Group[Position]
+	load  flight.Group[struct{}]
 
 	retries      atomic.Uint64
 	reloads      atomic.Uint64
@@ -187,10 +189,16 @@ type RedisLog struct {
 
 	calls atomic.Pointer[CallObserver] // see ObserveCalls
 
-	revs redisRevocations // revocation watching (control_redis.go)
-	hot  *redisHot        // hot rooms (hot.go); nil when none
+	hot *redisHot // hot rooms (hot.go); nil when none
 
-	owners redisOwners // client ownership (owners_redis.go)
+	// The control plane on this log's client (ControlOf), each store in its file:
+	// tickets and revocations (control_redis.go), occupancy (occupancy_redis.go),
+	// client ownership (owners_redis.go) and pod notices (notices_redis.go).
+	tickets *redisTickets
+	revs    *redisRevocations
+	occ     *redisOccupancy
+	owners  *redisOwners
+	notices *redisNotices
 
 	group groupCommit // Appends waiting for, or in, a flush (redis_group.go)
 	slots slotMap     // cluster slot owners, for flushes that WAIT
@@ -198,12 +206,12 @@ type RedisLog struct {
 	badMessageLog atomic.Int64 // when a bad doorbell was last logged, Unix ns
 	badEntryLog   atomic.Int64 // when a bad log entry was last logged, Unix ns
 	connectLog    atomic.Int64 // when a refused library was last logged, Unix ns
-	occBadLog     atomic.Int64 // when a malformed occupancy record was last logged, Unix ns
 }
 
 var _ Log = (*RedisLog)(nil)
 
-// RedisStats counts what a RedisLog did since it started.
+// RedisStats counts what a RedisLog and the stores of its control plane did since
+// it started.
 type RedisStats struct {
 	// Subscriptions is the number of rooms subscribed now.
 	Subscriptions int
@@ -255,6 +263,8 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub), hot: hot}
+	l.tickets, l.revs, l.occ = &redisTickets{l: l}, &redisRevocations{l: l}, &redisOccupancy{l: l}
+	l.owners, l.notices = &redisOwners{l: l}, &redisNotices{l: l}
 	l.health.Store(&Health{Kind: "redis", ChangedAt: time.Now()})
 	if err := l.connect(ctx); err != nil {
 		if !errors.Is(err, ErrUnavailable) {

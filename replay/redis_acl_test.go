@@ -130,6 +130,7 @@ func cli(t *testing.T, port int, user, password string, args ...string) (string,
 // happened at connect), replay, head, subscribe, tickets, revocations.
 func exerciseLog(t *testing.T, l *replay.RedisLog) {
 	t.Helper()
+	ctl := controlOf(t, l)
 	ctx := context.Background()
 	room := redistest.Prefix(t) + ".acl"
 	rec := subscribeRec(t, l, room)
@@ -150,19 +151,19 @@ func exerciseLog(t *testing.T, l *replay.RedisLog) {
 		t.Fatalf("ping: %v", err)
 	}
 	id := ticketID(t, "acl")
-	if err := l.PutTicket(ctx, id, []byte("v"), time.Minute); err != nil {
+	if err := ctl.Tickets.PutTicket(ctx, id, []byte("v"), time.Minute); err != nil {
 		t.Fatalf("put ticket: %v", err)
 	}
-	if v, err := l.PeekTicket(ctx, id); err != nil || string(v) != "v" {
+	if v, err := ctl.Tickets.PeekTicket(ctx, id); err != nil || string(v) != "v" {
 		t.Fatalf("peek ticket: %q, %v", v, err)
 	}
-	if v, err := l.TakeTicket(ctx, id); err != nil || string(v) != "v" {
+	if v, err := ctl.Tickets.TakeTicket(ctx, id); err != nil || string(v) != "v" {
 		t.Fatalf("take ticket: %q, %v", v, err)
 	}
-	ch := watch(t, l)
+	ch := watch(t, accessControl(t, l))
 	now := time.Now().Truncate(time.Millisecond)
 	r := replay.Revocation{Kind: "sub", Value: room, At: now, Until: now.Add(time.Hour)}
-	if err := l.Revoke(ctx, r); err != nil {
+	if err := ctl.Revocations.Revoke(ctx, r); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 	await(t, ch, r)

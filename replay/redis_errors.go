@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/roomcast/roomcast/replay/flight"
 )
 
 // failure sorts an error from Redis by what the caller may do about it.
@@ -80,8 +82,8 @@ func retryable(err error, safe bool) bool {
 // ErrClosed after Close. parent is the caller's own context: when
 // the caller gave up, its error is returned as it is.
 func (l *RedisLog) mapErr(parent context.Context, err error) error {
-	if l.isClosed.Load() && (errors.Is(err, rueidis.ErrClosing) || errors.Is(err, context.Canceled)) {
-		return ErrClosed
+	if errors.Is(err, flight.ErrRefused) || l.isClosed.Load() && (errors.Is(err, rueidis.ErrClosing) || errors.Is(err, context.Canceled)) {
+		return ErrClosed // a shared read refused: the log closed
 	}
 	switch classify(err) {
 	case failDeadline:
@@ -162,7 +164,7 @@ func (l *RedisLog) retry(ctx context.Context, safe bool, call func(context.Conte
 // reloadLibrary loads the library again on every node, once for all the callers
 // that found it missing at about the same time.
 func (l *RedisLog) reloadLibrary(ctx context.Context) error {
-	_, err := l.load.do(ctx, "", l.spawn, func() (struct{}, error) {
+	_, err := l.load.Do(ctx, "", l.spawn, func() (struct{}, error) {
 		l.reloads.Add(1)
 		lctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
 		defer cancel()

@@ -9,13 +9,11 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/roomcast/roomcast/replay/flight"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
@@ -146,128 +144,10 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func spawnAll(wg *sync.WaitGroup) func(func()) bool {
-	return func(fn func()) bool {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn()
-		}()
-		return true
-	}
-}
-
-func TestFlightSharesCalls(t *testing.T) {
-	var f flight[int]
-	var wg sync.WaitGroup
-	var calls atomic.Int64
-	release := make(chan struct{})
-	fn := func() (int, error) {
-		n := calls.Add(1)
-		<-release
-		return int(n), nil
-	}
-	const callers = 100
-	results := make(chan int, callers)
-	var cwg sync.WaitGroup
-	for i := 0; i < callers; i++ {
-		cwg.Go(func() {
-			v, err := f.do(context.Background(), "k", spawnAll(&wg), fn)
-			if err != nil {
-				t.Error(err)
-			}
-			results <- v
-		})
-	}
-	// Let the callers pile up on the first call and the one queued behind it, then
-	// let calls finish.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f.mu.Lock()
-		n := 0
-		if k := f.calls["k"]; k != nil {
-			for _, c := range []*flightCall[int]{k.running, k.next} {
-				if c != nil {
-					n += c.callers
-				}
-			}
-		}
-		f.mu.Unlock()
-		if n == callers {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d callers joined", n, callers)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	cwg.Wait()
-	wg.Wait()
-	close(results)
-	if n := calls.Load(); n > 2 {
-		t.Fatalf("%d callers made %d calls, want at most 2", callers, n)
-	}
-	for v := range results {
-		if v < 1 || v > 2 {
-			t.Fatalf("result %d", v)
-		}
-	}
-	if len(f.calls) != 0 {
-		t.Fatalf("%d keys left", len(f.calls))
-	}
-}
-
-// A caller that arrives while a call runs must get a call that starts after it: the
-// running one may have read the backend before the caller's event existed.
-func TestFlightNeverReturnsAnOlderCall(t *testing.T) {
-	var f flight[int64]
-	var wg sync.WaitGroup
-	var state atomic.Int64 // what the "backend" holds
-	started := make(chan struct{}, 10)
-	release := make(chan struct{})
-	fn := func() (int64, error) {
-		v := state.Load()
-		started <- struct{}{}
-		<-release
-		return v, nil
-	}
-	first := make(chan int64, 1)
-	go func() {
-		v, _ := f.do(context.Background(), "k", spawnAll(&wg), fn)
-		first <- v
-	}()
-	<-started    // the first call has read state 0
-	state.Add(1) // an event arrives; a reader is rung and asks
-	second := make(chan int64, 1)
-	go func() {
-		v, _ := f.do(context.Background(), "k", spawnAll(&wg), fn)
-		second <- v
-	}()
-	close(release)
-	if v := <-first; v != 0 {
-		t.Fatalf("first caller got %d", v)
-	}
-	if v := <-second; v != 1 {
-		t.Fatalf("the later caller got %d from a call that started before it", v)
-	}
-	wg.Wait()
-}
-
-func TestFlightCallerGivesUp(t *testing.T) {
-	var f flight[int]
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := f.do(ctx, "k", spawnAll(&wg), func() (int, error) { <-release; return 1, nil })
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err %v", err)
-	}
-	close(release)
-	wg.Wait()
-	refused := func(func()) bool { return false }
-	if _, err := f.do(context.Background(), "k", refused, func() (int, error) { return 1, nil }); !errors.Is(err, ErrClosed) {
-		t.Fatalf("after close: %v", err)
+// A shared read that the log refused to start (it closed meanwhile) is ErrClosed.
+func TestRefusedSharedReadIsClosed(t *testing.T) {
+	var l RedisLog
+	if err := l.mapErr(context.Background(), fmt.Errorf("since: %w", flight.ErrRefused)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("refused read: %v, want ErrClosed", err)
 	}
 }

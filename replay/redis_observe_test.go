@@ -41,6 +41,7 @@ func (c *callLog) counts(op replay.RedisOp) (calls, errs int) {
 func TestRedisObserveCalls(t *testing.T) {
 	srv := redistest.Standalone(t)
 	l := newRedisLog(t, srv.Addrs(), replay.RedisConfig{Timeout: 500 * time.Millisecond, HealthInterval: 20 * time.Millisecond})
+	ctl := controlOf(t, l)
 	c := &callLog{calls: map[replay.RedisOp]int{}, errs: map[replay.RedisOp]int{}}
 	l.ObserveCalls(c.observe)
 	ctx := context.Background()
@@ -59,30 +60,30 @@ func TestRedisObserveCalls(t *testing.T) {
 	if _, _, err := l.Since(ctx, room, replay.Position{}, 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.PutTicket(ctx, "tk"+room, []byte("v"), time.Minute); err != nil {
+	if err := ctl.Tickets.PutTicket(ctx, "tk"+room, []byte("v"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.TakeTicket(ctx, "tk"+room); err != nil {
+	if _, err := ctl.Tickets.TakeTicket(ctx, "tk"+room); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.TakeTicket(ctx, "tk"+room); err == nil {
+	if _, err := ctl.Tickets.TakeTicket(ctx, "tk"+room); err == nil {
 		t.Fatal("a ticket taken twice")
 	}
 	now := time.Now()
-	if err := l.Revoke(ctx, replay.Revocation{Kind: "sub", Value: room, At: now, Until: now.Add(time.Minute)}); err != nil {
+	if err := ctl.Revocations.Revoke(ctx, replay.Revocation{Kind: "sub", Value: room, At: now, Until: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}}); err != nil {
+	if err := ctl.Occupancy.SetOccupancy(ctx, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Occupancy(ctx, room); err != nil {
+	if _, err := ctl.Occupancy.Occupancy(ctx, room); err != nil {
 		t.Fatal(err)
 	}
 	boot := replay.NewBoot(now)
-	if _, err := l.ClaimClient(ctx, testOwner("c"+room, boot, "s1", "pod-a"), time.Minute); err != nil {
+	if _, err := ctl.Owners.ClaimClient(ctx, testOwner("c"+room, boot, "s1", "pod-a"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.ClientOwner(ctx, "c"+room); err != nil {
+	if _, _, err := ctl.Owners.ClientOwner(ctx, "c"+room); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Unsubscribe(ctx, room); err != nil {
@@ -101,7 +102,7 @@ func TestRedisObserveCalls(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	_, _, _ = l.Since(gone, room, replay.Position{}, 10)
-	_ = l.SetOccupancy(gone, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 1}})
+	_ = ctl.Occupancy.SetOccupancy(gone, "pod-a", time.Minute, []replay.RoomCount{{Room: room, Members: 1}})
 	for _, op := range []replay.RedisOp{replay.OpSince, replay.OpOccupancy} {
 		if _, errs := c.counts(op); errs != 0 {
 			t.Errorf("%s: %d errors after calls whose context was cancelled; want none", op, errs)

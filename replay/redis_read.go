@@ -41,7 +41,7 @@ func (l *RedisLog) Since(ctx context.Context, room string, after Position, limit
 	key := room + "\x00" + after.String() + "\x00" + strconv.Itoa(limit)
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
-	res, err := l.since.do(cctx, key, l.spawn, func() (sinceResult, error) {
+	res, err := l.since.Do(cctx, key, l.spawn, func() (sinceResult, error) {
 		rctx, rcancel := context.WithTimeout(l.life, l.cfg.Timeout)
 		defer rcancel()
 		var res sinceResult
@@ -168,7 +168,7 @@ func (l *RedisLog) Head(ctx context.Context, room string) (Position, error) {
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
-	head, err := l.head.do(cctx, room, l.spawn, func() (Position, error) {
+	head, err := l.head.Do(cctx, room, l.spawn, func() (Position, error) {
 		rctx, rcancel := context.WithTimeout(l.life, l.cfg.Timeout)
 		defer rcancel()
 		var head Position

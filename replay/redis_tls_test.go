@@ -22,6 +22,7 @@ func TestRedisTLS(t *testing.T) {
 	addr := redistest.StandaloneWith(t, redistest.Options{TLS: p}).Addr
 	ctx := context.Background()
 	l := newRedisLog(t, []string{addr}, replay.RedisConfig{TLS: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}})
+	ctl := controlOf(t, l)
 	room := redistest.Prefix(t) + ".tls"
 	rec := subscribeRec(t, l, room)
 	ev := mustAppend(t, l, room, msgN(1))
@@ -32,10 +33,10 @@ func TestRedisTLS(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Seq != ev.Seq {
 		t.Fatalf("since: %+v, %v", evs, err)
 	}
-	if err := l.PutTicket(ctx, "tls-ticket", []byte("v"), time.Minute); err != nil {
+	if err := ctl.Tickets.PutTicket(ctx, "tls-ticket", []byte("v"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := l.TakeTicket(ctx, "tls-ticket"); err != nil || string(v) != "v" {
+	if v, err := ctl.Tickets.TakeTicket(ctx, "tls-ticket"); err != nil || string(v) != "v" {
 		t.Fatalf("take: %q, %v", v, err)
 	}
 	if h := l.Health(); !h.Up {

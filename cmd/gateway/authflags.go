@@ -140,15 +140,14 @@ func readKeysFile(flag, path string) (string, error) {
 	return strings.Join(keys, ","), nil
 }
 
-// newAuthenticator builds the pod's access control over the log's ticket store and
-// revocations.
-func newAuthenticator(c config, log replay.Log, logger *slog.Logger) (*auth.Authenticator, error) {
+// newAuthenticator builds the pod's access control over the control plane's ticket
+// store and revocations.
+func newAuthenticator(c config, ctl replay.Control, logger *slog.Logger) (*auth.Authenticator, error) {
 	anon, err := c.Auth.anonymous()
 	if err != nil {
 		return nil, err
 	}
-	tickets, _ := log.(replay.Tickets)
-	revs, _ := log.(replay.Revocations)
+	tickets, revs := ctl.Tickets, ctl.Revocations
 	if tickets == nil || revs == nil {
 		return nil, errors.New("the log keeps no tickets or revocations")
 	}

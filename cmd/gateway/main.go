@@ -85,6 +85,12 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		p.closeAll(logger)
 		return nil, err
 	}
+	// The control plane on the log's backend: the fleet's in Redis (one client with
+	// the log), the pod's own in memory.
+	ctl, ok := replay.ControlOf(log)
+	if !ok {
+		return fail(errors.New("the log keeps no control plane"))
+	}
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue:      cfg.Queue,
 		QueueBytes: int64(cfg.QueueBytes),
@@ -110,7 +116,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		return fail(err)
 	}
 	p.drain = dr
-	access, err := newAuthenticator(cfg, log, logger)
+	access, err := newAuthenticator(cfg, ctl, logger)
 	if err != nil {
 		return fail(err)
 	}
@@ -130,6 +136,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerIP: cfg.MaxStreamsPerIP, ClientIPHeader: cfg.ClientIPHeader, LoopbackUncapped: true,
 		WSPing:            cfg.WSPing,
 		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(), Cmdline: cfg.Cmdline,
+		Owners: ctl.Owners, Notices: ctl.Notices, Occupancy: ctl.Occupancy,
 		Connections: conns,
 		Registry:    metrics,
 		Logger:      logger,
@@ -138,12 +145,10 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		return fail(err)
 	}
 	p.server = srv
-	if occ, ok := log.(replay.Occupancy); ok {
-		if p.occ, err = rooms.NewReporter(reg, occ, rooms.ReporterConfig{
-			Pod: cfg.podID(), Interval: cfg.OccupancyInterval, Logger: logger,
-		}); err != nil {
-			return fail(err)
-		}
+	if p.occ, err = rooms.NewReporter(reg, ctl.Occupancy, rooms.ReporterConfig{
+		Pod: cfg.podID(), Interval: cfg.OccupancyInterval, Logger: logger,
+	}); err != nil {
+		return fail(err)
 	}
 	access.Start()
 	return p, nil

@@ -147,8 +147,9 @@ func TestRedisSecretsNeverShown(t *testing.T) {
 					_, err := log.Append(ctx, "room", replay.Message{Body: []byte(`{}`)})
 					shown = append(shown, errString(err))
 					if rl, ok := log.(*replay.RedisLog); ok {
-						shown = append(shown, errString(rl.Ping(ctx)), errString(rl.PutTicket(ctx, "t", nil, time.Minute)))
-						_, err := rl.TakeTicket(ctx, "t")
+						ctl, _ := replay.ControlOf(rl)
+						shown = append(shown, errString(rl.Ping(ctx)), errString(ctl.Tickets.PutTicket(ctx, "t", nil, time.Minute)))
+						_, err := ctl.Tickets.TakeTicket(ctx, "t")
 						shown = append(shown, errString(err))
 						if !rl.Health().Up {
 							// The background connector's debug line, with its error.

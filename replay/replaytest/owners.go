@@ -15,10 +15,13 @@ import (
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
-// OwnersEnv is one backend for RunOwners: two handles on one shared registry (two
-// pods of a fleet; for memory, the same log twice) and the backend's clock.
+// OwnersEnv is one backend for RunOwners: two handles on one shared registry and
+// two on the pods' notices (two pods of a fleet; for memory, the same log's twice)
+// and the backend's clock.
 type OwnersEnv struct {
 	A, B replay.Owners
+	// NA and NB carry pod notices beside A and B.
+	NA, NB replay.Notices
 	// Now reads the clock the backend stamps claims with (Owner.Since).
 	Now func() time.Time
 	// TTL returns how long client's entry has left, as the backend counts it;
@@ -31,7 +34,7 @@ type OwnersEnv struct {
 // OwnersFactory opens a fresh OwnersEnv; the test's cleanup closes it.
 type OwnersFactory func(t *testing.T) OwnersEnv
 
-// RunOwners runs the contract suite of replay.Owners.
+// RunOwners runs the contract suite of replay.Owners and replay.Notices.
 func RunOwners(t *testing.T, open OwnersFactory) {
 	tests := []struct {
 		name string
@@ -511,21 +514,21 @@ func ownersValidate(t *testing.T, e OwnersEnv) {
 		t.Errorf("owner of a bad client: %v; want ErrInvalid", err)
 	}
 	for _, n := range []string{"", "a\nb", "a\rb", "nul\x00", "é", long("n", replay.MaxNoticeLen+1)} {
-		if err := e.A.NotifyPod(ctx, p, n); !errors.Is(err, replay.ErrInvalid) {
+		if err := e.NA.NotifyPod(ctx, p, n); !errors.Is(err, replay.ErrInvalid) {
 			t.Errorf("notice %q: %v; want ErrInvalid", n, err)
 		}
 	}
-	if err := e.A.NotifyPod(ctx, "a b", "close"); !errors.Is(err, replay.ErrInvalid) {
+	if err := e.NA.NotifyPod(ctx, "a b", "close"); !errors.Is(err, replay.ErrInvalid) {
 		t.Errorf("notice to a bad pod: %v; want ErrInvalid", err)
 	}
-	if err := e.A.PodNotices(ctx, "a b", func(string) {}); !errors.Is(err, replay.ErrInvalid) {
+	if err := e.NA.PodNotices(ctx, "a b", func(string) {}); !errors.Is(err, replay.ErrInvalid) {
 		t.Errorf("notices of a bad pod: %v; want ErrInvalid", err)
 	}
 }
 
 // listen runs o.PodNotices for pod until the test ends, sending every notice to the
 // returned channel; stop ends it and returns what PodNotices returned.
-func listen(t *testing.T, o replay.Owners, pod string) (notices <-chan string, stop func() error) {
+func listen(t *testing.T, o replay.Notices, pod string) (notices <-chan string, stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan string, 1024)
 	done := make(chan error, 1)
@@ -556,7 +559,7 @@ func listen(t *testing.T, o replay.Owners, pod string) (notices <-chan string, s
 
 // awaitListening sends hello notices to pod until one arrives: nothing announces
 // that a listener is subscribed, and notices sent before are lost.
-func awaitListening(t *testing.T, o replay.Owners, pod string, ch <-chan string) {
+func awaitListening(t *testing.T, o replay.Notices, pod string, ch <-chan string) {
 	t.Helper()
 	i := 0
 	Eventually(t, 20*time.Second, "pod "+pod+" listening", func() error {
@@ -596,22 +599,22 @@ func podNotices(t *testing.T, e OwnersEnv) {
 	ctx := context.Background()
 	c := client(t)
 	pB, other := pod(c), pod(c)
-	ch, stop := listen(t, e.B, pB)
-	awaitListening(t, e.A, pB, ch)
-	if err := e.B.PodNotices(ctx, pB, func(string) {}); !errors.Is(err, replay.ErrInvalid) {
-		t.Fatalf("a second listener for one pod on one log: %v; want ErrInvalid", err)
+	ch, stop := listen(t, e.NB, pB)
+	awaitListening(t, e.NA, pB, ch)
+	if err := e.NB.PodNotices(ctx, pB, func(string) {}); !errors.Is(err, replay.ErrInvalid) {
+		t.Fatalf("a second listener for one pod on one store: %v; want ErrInvalid", err)
 	}
 	// A notice to another pod is not delivered here: the marker after it is first.
-	if err := e.A.NotifyPod(ctx, other, "close "+c+" elsewhere"); err != nil {
+	if err := e.NA.NotifyPod(ctx, other, "close "+c+" elsewhere"); err != nil {
 		t.Fatalf("notify another pod: %v", err)
 	}
 	want := "close " + c + " sessB"
-	if err := e.A.NotifyPod(ctx, pB, want); err != nil {
+	if err := e.NA.NotifyPod(ctx, pB, want); err != nil {
 		t.Fatalf("notify: %v", err)
 	}
 	awaitNotice(t, ch, want)
 	long := strings.Repeat("~", replay.MaxNoticeLen)
-	if err := e.A.NotifyPod(ctx, pB, long); err != nil {
+	if err := e.NA.NotifyPod(ctx, pB, long); err != nil {
 		t.Fatalf("notify the longest notice: %v", err)
 	}
 	awaitNotice(t, ch, long)
@@ -620,9 +623,9 @@ func podNotices(t *testing.T, e OwnersEnv) {
 	}
 	// With nobody listening a notice is dropped, not an error; a new listener for
 	// the pod may start.
-	if err := e.A.NotifyPod(ctx, pB, "close "+c+" late"); err != nil {
+	if err := e.NA.NotifyPod(ctx, pB, "close "+c+" late"); err != nil {
 		t.Fatalf("notify with nobody listening: %v", err)
 	}
-	ch2, _ := listen(t, e.B, pB)
-	awaitListening(t, e.A, pB, ch2)
+	ch2, _ := listen(t, e.NB, pB)
+	awaitListening(t, e.NA, pB, ch2)
 }
