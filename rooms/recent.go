@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/roomcast/roomcast/replay"
+	"github.com/roomcast/roomcast/replay/flight"
 )
 
 // Read is what Registry.Since found after a position: replay.ReadOn's answer, and
@@ -50,24 +52,21 @@ type recent struct {
 	// gen counts the window's restarts (resyncs, epoch changes, anything that does
 	// not continue it): a read that began before one must not fill the new window.
 	gen    uint64
-	filled bool    // the window fill of this generation ran or runs
-	fill   *flight // the window fill in flight, if any
-	reads  map[readKey]*readSlot
+	filled bool        // the window fill of this generation ran or runs
+	fill   *windowFill // the window fill in flight, if any
+	// reads shares the room's log reads for resumes of one position and limit
+	// (readKey) among concurrent callers.
+	reads flight.Group[Read]
 }
-
-// readSlot holds the shared reads of one position and limit: the one running, and
-// the one that starts when it ends, for the callers that came after it started.
-type readSlot struct{ running, next *flight }
 
 // readKey names one shared read of the log: the position after which it reads and
 // how many events it asks for.
-type readKey struct {
-	after replay.Position
-	limit int
+func readKey(after replay.Position, limit int) string {
+	return after.String() + "/" + strconv.Itoa(limit)
 }
 
-// flight is one read that concurrent resumes share.
-type flight struct {
+// windowFill is one read that fills a window back, which the misses meanwhile share.
+type windowFill struct {
 	done chan struct{}
 	rd   Read  // written before done is closed
 	err  error // written before done is closed
@@ -258,7 +257,7 @@ func (g *Registry) Since(ctx context.Context, room string, after replay.Position
 			g.recentHits.Add(1)
 			return rd, nil
 		}
-		var f *flight
+		var f *windowFill
 		run := false
 		if attempt < maxFillAttempts {
 			f, run = g.windowFillLocked(r, after)
@@ -300,7 +299,7 @@ func (g *Registry) lookup(name string) *room {
 // windowFillLocked returns the window fill that would bring `after` into the window,
 // and whether the caller is to run it: none when `after` is outside the window's
 // reach or the fill of this generation has run already.
-func (g *Registry) windowFillLocked(r *room, after replay.Position) (*flight, bool) {
+func (g *Registry) windowFillLocked(r *room, after replay.Position) (*windowFill, bool) {
 	c := &r.recent
 	end := c.end()
 	if end.Epoch == "" || after.Epoch != end.Epoch || after.Seq >= c.base.Seq || end.Seq-after.Seq > uint64(g.cfg.Recent) {
@@ -317,7 +316,7 @@ func (g *Registry) windowFillLocked(r *room, after replay.Position) (*flight, bo
 	if c.n > 0 {
 		limit++ // the oldest kept event too, to check the log still holds it
 	}
-	f := &flight{done: make(chan struct{}), gen: c.gen, from: from, limit: limit}
+	f := &windowFill{done: make(chan struct{}), gen: c.gen, from: from, limit: limit}
 	c.fill, c.filled = f, true
 	return f, true
 }
@@ -326,7 +325,7 @@ func (g *Registry) windowFillLocked(r *room, after replay.Position) (*flight, bo
 // ones that connect in front of it. A window start the log no longer holds is read
 // again from halfway, twice at most; failing that, the window keeps what the
 // fan-out gives it.
-func (g *Registry) fillWindow(r *room, f *flight) {
+func (g *Registry) fillWindow(r *room, f *windowFill) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.IOTimeout)
 	defer cancel()
 	from, limit := f.from, f.limit
@@ -395,52 +394,18 @@ func (g *Registry) mergeLocked(r *room, from replay.Position, evs []replay.Event
 // for the next one, which starts when the running one ends. It is called with the
 // room's lock held and releases it.
 func (g *Registry) sharedReadLocked(ctx context.Context, r *room, after replay.Position, limit int) (Read, error) {
-	c := &r.recent
-	key := readKey{after: after, limit: limit}
-	slot := c.reads[key]
-	if slot == nil {
-		if c.reads == nil {
-			c.reads = make(map[readKey]*readSlot)
-		}
-		slot = &readSlot{}
-		c.reads[key] = slot
-	}
-	var f, prev *flight
-	run := false
-	switch {
-	case slot.running == nil:
-		f, run = &flight{done: make(chan struct{})}, true
-		slot.running = f
-	case slot.next != nil:
-		f = slot.next
-	default:
-		f, run, prev = &flight{done: make(chan struct{})}, true, slot.running
-		slot.next = f
-	}
 	r.mu.Unlock()
 	g.recentMisses.Add(1)
-	if run {
-		if prev != nil {
-			<-prev.done // bounded by the running read's timeout; it made f the running one
-		}
+	rd, err := r.recent.reads.Do(ctx, readKey(after, limit), nil, func() (Read, error) {
 		// Detached from the caller: others wait on this read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.IOTimeout)
-		f.rd, f.err = g.readLog(rctx, r.name, after, limit)
-		cancel()
-		r.mu.Lock()
-		slot.running, slot.next = slot.next, nil
-		if slot.running == nil && c.reads[key] == slot {
-			delete(c.reads, key)
-		}
-		r.mu.Unlock()
-		close(f.done)
-	}
-	select {
-	case <-f.done:
-		return f.rd, f.err
-	case <-ctx.Done():
+		defer cancel()
+		return g.readLog(rctx, r.name, after, limit)
+	})
+	if err != nil && ctx.Err() != nil {
 		return Read{}, fmt.Errorf("rooms: since %q: %w", r.name, ctx.Err())
 	}
+	return rd, err
 }
 
 // readLog reads from the log with replay.ReadOn, each event as an item of its own
