@@ -2,35 +2,46 @@
 // listeners, SSE framing and writing, the publish and admin handlers, access
 // control, stream admission and metrics registration.
 //
-// # Streams
+// # Connections
 //
-// The request goroutine is the stream's only writer. It joins the room (which
-// subscribes the pod to the room's doorbell), reads the history after the resume
-// point, then serves its member queue, skipping every seq it already sent, in one
-// select over the client going away, the member being closed, the queue and a
-// heartbeat timer reset after every write. Every write has a deadline. There is no
-// other goroutine per connection.
+// Every transport is a connection of the one delivery core (conn.go): a single-room
+// stream (GET /rooms/{room}/events), a multiplexed stream (GET /events?room=a&room=b)
+// and a WebSocket connection (GET /ws) are each a conn over their rooms, with a
+// transport that supplies only how things look on its wire: the framing of events and
+// resyncs, the opening (anchor, welcome), the writes, the heartbeat and the last words
+// (retry hint, reauth, close code). The core owns the rest, once: joining, the pod's
+// registry of connections (Connections: what the drain paces and sheds, what the
+// stats count, one entry per connection however many rooms), the revocation and
+// expiry watch, the history-to-live handoff, replay batching, the no-hole,
+// no-duplicate, resync and fork rules (stepItem), the round-robin across rooms
+// (roundRobin), write batches and end reasons.
 //
-// A multiplexed stream (GET /events?room=a&room=b) is the same, for several members
-// on one request goroutine: they ring one bell (rooms.JoinBell), and each write batch
-// takes at most a per-room budget from each member's queue in turn. Every frame's id
-// is the stream's resume token (replay.ParseToken), holding every room's position.
+// The request goroutine is the connection's only writer. It joins the rooms (which
+// subscribes the pod to each room's doorbell), reads the history after each resume
+// point, then serves its members' queues, skipping every seq it already sent. A
+// connection of one room waits on its member's queue; one of several rooms has its
+// members ring one bell (rooms.JoinBell), and each write batch takes at most a
+// per-room budget from each queue in turn. Events come from the rooms as items, each
+// transport's encoding made once per event and shared (rooms.Item.Encoded): SSE
+// fields after the stream's own id line (the event's position, or a multiplexed
+// stream's resume token, replay.ParseToken), a WebSocket event frame. Every write
+// has a deadline. There is no other goroutine per stream.
 //
 // # WebSocket
 //
 // GET /ws is the agents' transport on the same rooms: after a hello naming its
-// client, boot and rooms (with resume ids), a connection is a member of each room
-// like a multiplexed stream (one bell, per-room budgets, the same replay and live
-// dedup and resync decisions: Server.history, stepItem), and also publishes. Two
-// goroutines per connection: the request goroutine is the only writer (queues,
-// answers, pings, the owner's refresh); a reader goroutine reads frames and serves
-// acks, publishes and pings one at a time, handing answers to the writer through a
-// bounded channel. A connection's room state (delivered, acked) is guarded by its
-// mu; the pod's connections by client id by Server.wsMu, never held with it. One
-// connection owns each client id (Config.Owners, else replay.ControlOf's), bound to
-// the identity of its credential while the claim lives (wsidentity.go): a claim of
-// the same identity displaces the older connection, which is closed with 4409 on its
-// pod; one of another identity is refused with 4403.
+// client, boot and rooms (with resume ids), a connection is a conn like a
+// multiplexed stream's, and also publishes. Two goroutines per connection: the
+// request goroutine is the only writer (queues, answers, pings, the owner's refresh);
+// a reader goroutine reads frames and serves acks, publishes and pings one at a time,
+// handing answers to the writer through a bounded channel. A connection's room state
+// (delivered, acked) is guarded by its mu; the pod's connections by client id by
+// Server.wsMu, never held with it. One connection owns each client id (Config.Owners,
+// else the log's registry), bound to the identity of its credential while the claim
+// lives (wsidentity.go); the claims of one id take turns on a pod (claimTurn). A claim
+// of the same identity displaces the older connection, which is closed with 4409 on
+// its pod when the registry names its session; one of another identity is refused
+// with 4403.
 //
 // # Edge
 //
