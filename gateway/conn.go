@@ -409,6 +409,13 @@ func (c *conn) full() bool { return len(c.batch.buf) >= batchBytes }
 // member as gone), counts the end and has the transport say its last words. It
 // returns the reason that counted.
 func (c *conn) end(reason rooms.Reason) rooms.Reason {
+	select {
+	case <-c.kicked:
+		// A kick says why, whatever else went wrong meanwhile (a nil kicked never
+		// fires).
+		reason = reasonKicked
+	default:
+	}
 	if reason == reasonKicked {
 		for i := range c.rooms {
 			c.rooms[i].m.Close(rooms.ReasonClientGone)
