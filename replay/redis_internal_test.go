@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/roomcast/roomcast/replay/polltest"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
 
@@ -181,9 +182,9 @@ func TestFlightSharesCalls(t *testing.T) {
 	}
 	// Let the callers pile up on the first call and the one queued behind it, then
 	// let calls finish.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	polltest.Eventually(t, 5*time.Second, "every caller joined", func() error {
 		f.mu.Lock()
+		defer f.mu.Unlock()
 		n := 0
 		if k := f.calls["k"]; k != nil {
 			for _, c := range []*flightCall[int]{k.running, k.next} {
@@ -192,15 +193,11 @@ func TestFlightSharesCalls(t *testing.T) {
 				}
 			}
 		}
-		f.mu.Unlock()
-		if n == callers {
-			break
+		if n != callers {
+			return fmt.Errorf("%d of %d callers joined", n, callers)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d callers joined", n, callers)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	close(release)
 	cwg.Wait()
 	wg.Wait()

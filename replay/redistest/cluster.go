@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/replay/polltest"
 )
 
 // ClusterConfig shapes a cluster. Every zero value means "the default".
@@ -63,7 +65,7 @@ func startCluster(dir string, cfg ClusterConfig) (*Cluster, error) {
 		c.stop()
 		return nil, err
 	}
-	if err := poll(60*time.Second, 50*time.Millisecond, func() error { return c.ready(true) }); err != nil {
+	if err := polltest.Until(60*time.Second, func() error { return c.ready(true) }); err != nil {
 		c.stop()
 		return nil, fmt.Errorf("redistest: cluster not ready: %w", err)
 	}
@@ -271,7 +273,7 @@ func (c *Cluster) ready(withReplicas bool) error {
 // owners, and every slot is served by a live primary.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
-	if err := poll(c.failoverBound(), 50*time.Millisecond, func() error { return c.ready(false) }); err != nil {
+	if err := polltest.Until(c.failoverBound(), func() error { return c.ready(false) }); err != nil {
 		t.Fatalf("redistest: cluster not ok: %v", err)
 	}
 }
@@ -280,7 +282,7 @@ func (c *Cluster) WaitOK(t testing.TB) {
 // or "fail").
 func (c *Cluster) WaitState(t testing.TB, state string) {
 	t.Helper()
-	err := poll(c.failoverBound(), 50*time.Millisecond, func() error {
+	err := polltest.Until(c.failoverBound(), func() error {
 		for _, n := range c.live() {
 			out, err := n.Do("CLUSTER", "INFO")
 			if err != nil {
@@ -374,7 +376,7 @@ func (c *Cluster) WaitReplicated(t testing.TB, primary *Node) {
 	if err != nil {
 		t.Fatalf("redistest: master_repl_offset %q", info["master_repl_offset"])
 	}
-	err = poll(30*time.Second, 20*time.Millisecond, func() error {
+	err = polltest.Until(30*time.Second, func() error {
 		info, err := primary.Info("replication")
 		if err != nil {
 			return err
@@ -404,7 +406,7 @@ func (c *Cluster) WaitReplicated(t testing.TB, primary *Node) {
 func (c *Cluster) Failover(t testing.TB, replica *Node) {
 	t.Helper()
 	var asked time.Time
-	err := poll(c.failoverBound(), 50*time.Millisecond, func() error {
+	err := polltest.Until(c.failoverBound(), func() error {
 		info, err := replica.Info("replication")
 		if err != nil {
 			return err
@@ -442,7 +444,7 @@ func (c *Cluster) Failover(t testing.TB, replica *Node) {
 func (c *Cluster) Kill(t testing.TB, n *Node) {
 	t.Helper()
 	n.kill()
-	err := poll(c.failoverBound(), 50*time.Millisecond, func() error {
+	err := polltest.Until(c.failoverBound(), func() error {
 		for _, m := range c.live() {
 			views, err := c.view(m)
 			if err != nil {
@@ -509,7 +511,7 @@ func (c *Cluster) FinishMigration(t testing.TB, slot int, from, to *Node) {
 			p.MustDo(t, "CLUSTER", "SETSLOT", s, "NODE", to.id)
 		}
 	}
-	err := poll(30*time.Second, 20*time.Millisecond, func() error {
+	err := polltest.Until(30*time.Second, func() error {
 		for _, n := range c.live() {
 			own, _, err := c.owners(n)
 			if err != nil {
