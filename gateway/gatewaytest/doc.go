@@ -3,9 +3,10 @@
 // decoder (Decoder, with Next for what EventSource dispatches and NextFrame for the
 // blocks on the wire), the one loss tracker (Tracker), the one process launcher
 // (Launch, Start, Build), the Prometheus scraper (Scrape, built on
-// prometheus/common/expfmt) and NewRequest, whose headers come as pairs and may set
-// the Host. The one Eventually lives lower, in replay/replaytest,
-// so that rooms and replay tests may use it too.
+// prometheus/common/expfmt), NewRequest, whose headers come as pairs and may set
+// the Host, and the check of a README flag table against a flag.FlagSet (FlagTable,
+// CheckFlagTable). The one poll loop lives lower, in replay/polltest (and
+// replaytest.Eventually), so that rooms and replay tests may use it too.
 //
 // # Must not
 //
