@@ -144,6 +144,23 @@ func (v nodeView) has(flag string) bool { return slices.Contains(v.flags, flag) 
 
 func (v nodeView) failed() bool { return v.has("fail") || v.has("fail?") }
 
+// everyView asks every live node what it says of node id, and returns the first
+// error check makes of it; check gets the asking node, its view of id and whether
+// it lists id at all.
+func (c *Cluster) everyView(id string, check func(asked *Node, v nodeView, listed bool) error) error {
+	for _, n := range c.live() {
+		views, err := c.view(n)
+		if err != nil {
+			return err
+		}
+		v, ok := views[id]
+		if err := check(n, v, ok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Cluster) view(n *Node) (map[string]nodeView, error) {
 	out, err := n.Do("CLUSTER", "NODES")
 	if err != nil {
@@ -422,14 +439,14 @@ func (c *Cluster) Failover(t testing.TB, replica *Node) {
 			}
 			return fmt.Errorf("%s: role %s: %w", replica.Addr, info["role"], errNotReady)
 		}
-		for _, n := range c.live() {
-			views, err := c.view(n)
-			if err != nil {
-				return err
-			}
-			if v := views[replica.id]; !v.has("master") || len(v.slots) == 0 {
+		err = c.everyView(replica.id, func(n *Node, v nodeView, _ bool) error {
+			if !v.has("master") || len(v.slots) == 0 {
 				return fmt.Errorf("%s does not see %s as primary yet: %w", n.Addr, replica.Addr, errNotReady)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return c.ready(false)
 	})
@@ -445,14 +462,14 @@ func (c *Cluster) Kill(t testing.TB, n *Node) {
 	t.Helper()
 	n.kill()
 	err := polltest.Until(c.failoverBound(), func() error {
-		for _, m := range c.live() {
-			views, err := c.view(m)
-			if err != nil {
-				return err
-			}
-			if v, ok := views[n.id]; ok && !v.has("fail") {
+		err := c.everyView(n.id, func(m *Node, v nodeView, ok bool) error {
+			if ok && !v.has("fail") {
 				return fmt.Errorf("%s does not flag %s failed yet: %w", m.Addr, n.Addr, errNotReady)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return c.ready(false)
 	})
