@@ -118,6 +118,26 @@ func (c *wsClient) hello(client, boot string, rooms map[string]string) {
 	}
 }
 
+// ack acknowledges room's events up to id.
+func (c *wsClient) ack(room, id string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.c.Ack(ctx, room, id); err != nil {
+		c.t.Fatalf("ack: %v", err)
+	}
+}
+
+// publish sends a publish frame.
+func (c *wsClient) publish(p wsclient.Publish) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.c.Publish(ctx, p); err != nil {
+		c.t.Fatalf("publish: %v", err)
+	}
+}
+
 // welcome says hello and returns the welcome.
 func (c *wsClient) welcome(client, boot string, rooms map[string]string) wsMsg {
 	c.t.Helper()

@@ -136,7 +136,7 @@ func TestWSCredentials(t *testing.T) {
 		tok := p.token(t, "ES256", "bob", time.Hour, []string{"orders"}, []string{"orders"})
 		c := dialWS(t, p.pod, "Authorization", "Bearer "+tok)
 		c.welcome("c4", boot1, map[string]string{"orders": ""})
-		c.send(map[string]any{"v": 1, "kind": "publish", "room": "orders", "body": map[string]int{"n": 1}, "ref": "r1"})
+		c.publish(wsclient.Publish{Room: "orders", Body: map[string]int{"n": 1}, Ref: "r1"})
 		for {
 			m := c.next()
 			if m.Kind == "published" {
