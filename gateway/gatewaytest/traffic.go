@@ -80,7 +80,7 @@ type Publishers struct {
 	// Rooms are published to in turn: worker w's i-th publish goes to
 	// Rooms[(i*Workers+w) % len(Rooms)].
 	Rooms []string
-	Rate  int // events per second over every room
+	Rate  int // events per second over every room; at least 1
 	// Workers publish concurrently, each at Rate/Workers; 0 means 8.
 	Workers int
 	// Key prefixes every Idempotency-Key, so that runs against one fleet differ.
@@ -103,6 +103,9 @@ func (l *Ledger) Publish(p Publishers, stop <-chan struct{}) {
 	workers := p.Workers
 	if workers <= 0 {
 		workers = 8
+	}
+	if p.Rate < 1 || len(p.Targets) == 0 || len(p.Rooms) == 0 {
+		panic("gatewaytest: Publishers needs a Rate, Targets and Rooms")
 	}
 	if p.Client == nil {
 		p.Client = http.DefaultClient
