@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 )
 
 // TestNginxProxiesWebSocket runs nginx.conf in front of a stand-in upstream that
@@ -49,15 +50,15 @@ func TestNginxProxiesWebSocket(t *testing.T) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", nil)
+	c, _, err := wsclient.Dial(ctx, wsclient.URL("http://"+addr), wsclient.Options{})
 	if err != nil {
 		t.Fatalf("upgrade through nginx: %v\n%s", err, logs())
 	}
 	defer c.CloseNow()
-	if err := c.Write(ctx, websocket.MessageText, []byte(`{"v":1,"kind":"ping"}`)); err != nil {
+	if err := c.Ping(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, got, err := c.Read(ctx)
+	got, _, err := c.ReadRaw(ctx)
 	if err != nil || string(got) != `{"v":1,"kind":"ping"}` {
 		t.Fatalf("echo through nginx: %q, %v\n%s", got, err, logs())
 	}

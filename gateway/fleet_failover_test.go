@@ -3,11 +3,8 @@ package gateway_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,57 +17,42 @@ import (
 )
 
 // traffic is the load of a failure test: resuming subscribers on several pods and
-// publishers that retry with an idempotency key until Redis accepts (so a publish
-// never fails for good), recording every acknowledged seq.
+// publishers that retry with an idempotency key until Redis accepts, recording every
+// acknowledged seq (gatewaytest.Ledger); each subscriber checks what it receives
+// (gatewaytest.Audit).
 type traffic struct {
-	t     *testing.T
-	pods  []*pod
-	rooms []string
-
-	mu    sync.Mutex
-	acked map[string]map[uint64]bool // room → acknowledged seqs
-	epoch map[string]string
+	t      *testing.T
+	pods   []*pod
+	rooms  []string
+	ledger *gatewaytest.Ledger
 
 	// mustAck: a publish begun before the publishers stop keeps retrying until it is
 	// acknowledged (for at most 30s), and one that never is fails the test.
 	mustAck bool
-	failed  []string
 	resyncs int
 
-	subs  []*trafficSub
-	stop  chan struct{}
-	wg    sync.WaitGroup // subscribers
-	pubWG sync.WaitGroup // publishers
+	subs []*trafficSub
+	stop chan struct{}
+	wg   sync.WaitGroup // subscribers
 }
 
-// trafficSub is one client: it reads its stream, checks that seqs are dense and
-// single, and resumes by id on any end.
+// trafficSub is one client: it reads its stream into its audit and resumes by id on
+// any end.
 type trafficSub struct {
-	room string
-	pod  *pod
-
-	mu       sync.Mutex
-	track    gatewaytest.Tracker
-	got      map[uint64]int // seq → times delivered (within the current epoch)
-	covered  [][2]uint64    // (from, to] ranges a resync declared lost
-	last     replay.Position
-	problems []string
-	reconns  int
-	trace    []string // every frame and reconnect, for the failure message
+	pod   *pod
+	audit *gatewaytest.Audit
 }
 
 func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
-	tr := &traffic{t: t, pods: pods, acked: map[string]map[uint64]bool{}, epoch: map[string]string{}, stop: make(chan struct{})}
+	tr := &traffic{t: t, pods: pods, ledger: gatewaytest.NewLedger(), stop: make(chan struct{})}
 	p := redistest.Prefix(t)
 	for i := 0; i < rooms; i++ {
 		r := p + "." + strconv.Itoa(i)
 		tr.rooms = append(tr.rooms, r)
-		tr.acked[r] = map[uint64]bool{}
 		for _, pd := range pods {
-			s := &trafficSub{room: r, pod: pd, got: map[uint64]int{}}
-			s.track.ExpectFirst(1)
-			s.track.ResyncIsHead()
-			tr.subs = append(tr.subs, s)
+			// From seq 1 on: every subscriber joins before the first publish. A resync
+			// within the epoch declares what it skips lost.
+			tr.subs = append(tr.subs, &trafficSub{pod: pd, audit: gatewaytest.NewAudit(r, 1, true)})
 		}
 	}
 	for _, s := range tr.subs {
@@ -87,10 +69,6 @@ func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
 	return tr
 }
 
-func (s *trafficSub) problem(format string, args ...any) {
-	s.problems = append(s.problems, fmt.Sprintf(format, args...))
-}
-
 func (s *trafficSub) run(stop <-chan struct{}) {
 	for {
 		select {
@@ -99,10 +77,7 @@ func (s *trafficSub) run(stop <-chan struct{}) {
 		default:
 		}
 		s.once(stop)
-		s.mu.Lock()
-		s.reconns++
-		s.trace = append(s.trace, "reconnect")
-		s.mu.Unlock()
+		s.audit.Note("reconnect")
 		select {
 		case <-stop:
 			return
@@ -122,12 +97,10 @@ func (s *trafficSub) once(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.pod.public.URL+"/rooms/"+s.room+"/events", nil)
-	s.mu.Lock()
-	if s.last != (replay.Position{}) {
-		req.Header.Set("Last-Event-ID", s.last.String())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.pod.public.URL+"/rooms/"+s.audit.Room()+"/events", nil)
+	if last := s.audit.Last(); last != (replay.Position{}) {
+		req.Header.Set("Last-Event-ID", last.String())
 	}
-	s.mu.Unlock()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return
@@ -139,104 +112,25 @@ func (s *trafficSub) once(stop <-chan struct{}) {
 		if err != nil {
 			return
 		}
+		if ev.IsAnchor() {
+			continue // every subscriber joined before the first publish: its anchor is 0
+		}
 		id := ""
 		if ev.IDSet {
 			id = string(ev.ID)
 		}
-		s.frame(id, string(ev.Type))
+		s.audit.Frame(id, string(ev.Type))
 	}
 }
 
-func (s *trafficSub) frame(id, event string) {
-	pos, err := replay.ParsePosition(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		s.problem("bad id %q", id)
-		return
-	}
-	s.trace = append(s.trace, event+" "+id)
-	if event == gatewaytest.AnchorType {
-		return // every subscriber joined before the first publish: its anchor is 0
-	}
-	if event == "resync" {
-		if pos.Epoch == s.last.Epoch && pos.Seq > s.last.Seq {
-			s.covered = append(s.covered, [2]uint64{s.last.Seq, pos.Seq})
-		} else if pos.Epoch != s.last.Epoch && s.last.Epoch != "" {
-			s.problem("resync to another epoch %s (was %s)", pos, s.last)
-		}
-		s.track.Resync([]byte(pos.Epoch), pos.Seq)
-		s.last = pos
-		return
-	}
-	// From seq 1 on: every subscriber joined before the first publish.
-	if v := s.track.Observe([]byte(pos.Epoch), pos.Seq); v != gatewaytest.InOrder {
-		s.problem("event %s after %s: %s", pos, s.last, v)
-	}
-	s.got[pos.Seq]++
-	s.last = pos
-}
-
-// publish runs publishers at rate events/s in total until stop.
+// publish runs publishers at rate events/s in total until stop, each publish to the
+// pods in turn.
 func (tr *traffic) publish(rate int, stop <-chan struct{}) {
-	const workers = 8
-	tick := time.Second * workers / time.Duration(rate)
-	for w := 0; w < workers; w++ {
-		tr.pubWG.Go(func() {
-			t := time.NewTicker(tick)
-			defer t.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				room := tr.rooms[(i*workers+w)%len(tr.rooms)]
-				pd := tr.pods[(i+w)%len(tr.pods)]
-				tr.publishOne(pd, room, fmt.Sprintf("w%d-%d", w, i), stop)
-			}
-		})
+	targets := make([]string, len(tr.pods))
+	for i, pd := range tr.pods {
+		targets[i] = pd.public.URL
 	}
-}
-
-// publishOne retries a publish with one idempotency key until it is acknowledged.
-func (tr *traffic) publishOne(pd *pod, room, key string, stop <-chan struct{}) {
-	giveUp := time.Now().Add(30 * time.Second)
-	for attempt := 0; ; attempt++ {
-		req, _ := http.NewRequest(http.MethodPost, pd.public.URL+"/rooms/"+room+"/events", strings.NewReader(`{"k":"`+key+`"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		res, err := http.DefaultClient.Do(req)
-		if err == nil {
-			var out struct {
-				Epoch string
-				Seq   uint64
-			}
-			ok := res.StatusCode == http.StatusCreated && json.NewDecoder(res.Body).Decode(&out) == nil
-			res.Body.Close()
-			if ok {
-				tr.mu.Lock()
-				tr.acked[room][out.Seq] = true
-				tr.epoch[room] = out.Epoch
-				tr.mu.Unlock()
-				return
-			}
-		}
-		if tr.mustAck {
-			if time.Now().After(giveUp) {
-				tr.mu.Lock()
-				tr.failed = append(tr.failed, room+" "+key)
-				tr.mu.Unlock()
-				return
-			}
-			stop = nil // keep retrying: this publish must land
-		}
-		select {
-		case <-stop:
-			return
-		case <-time.After(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond):
-		}
-	}
+	tr.ledger.Publish(gatewaytest.Publishers{Targets: targets, Rooms: tr.rooms, Rate: rate, Key: "pub", MustAck: tr.mustAck}, stop)
 }
 
 // settle waits for the publishers to return, then until every subscriber reached its
@@ -244,63 +138,18 @@ func (tr *traffic) publishOne(pd *pod, room, key string, stop <-chan struct{}) {
 func (tr *traffic) settle(within time.Duration) {
 	t := tr.t
 	t.Helper()
-	tr.pubWG.Wait()
-	for _, f := range tr.failed {
-		t.Errorf("publish %s failed for good", f)
+	audits := make([]*gatewaytest.Audit, len(tr.subs))
+	for i, s := range tr.subs {
+		audits[i] = s.audit
 	}
-	deadline := time.Now().Add(within)
-	for _, s := range tr.subs {
-		tr.mu.Lock()
-		var top uint64
-		for seq := range tr.acked[s.room] {
-			top = max(top, seq)
-		}
-		tr.mu.Unlock()
-		for {
-			s.mu.Lock()
-			reached := s.last.Seq >= top
-			s.mu.Unlock()
-			if reached {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s on %s stopped at %s, want seq %d", s.room, s.pod.public.URL, s.last, top)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	tr.ledger.Settle(t, audits, within)
 	close(tr.stop)
 	tr.wg.Wait()
-
-	totalAcked, resyncs := 0, 0
-	for _, s := range tr.subs {
-		for _, p := range s.problems {
-			t.Errorf("%s on %s: %s", s.room, s.pod.public.URL, p)
-		}
-		resyncs += len(s.covered)
-		for seq := range tr.acked[s.room] {
-			if s.got[seq] == 1 {
-				continue
-			}
-			explained := false
-			for _, c := range s.covered {
-				if seq > c[0] && seq <= c[1] {
-					explained = true
-				}
-			}
-			if !explained {
-				t.Errorf("%s on %s: acknowledged seq %d delivered %d times and no resync covers it; saw %v", s.room, s.pod.public.URL, seq, s.got[seq], s.trace)
-			}
-		}
-	}
-	for _, r := range tr.rooms {
-		totalAcked += len(tr.acked[r])
-	}
-	t.Logf("%d acknowledged events over %d rooms, %d subscribers, %d resyncs", totalAcked, len(tr.rooms), len(tr.subs), resyncs)
-	tr.resyncs = resyncs
-	if totalAcked < 100 {
-		t.Fatalf("only %d events acknowledged: the traffic did not run", totalAcked)
+	rep := tr.ledger.Check(t, audits)
+	t.Logf("%d rooms, %d subscribers: %s", len(tr.rooms), len(tr.subs), rep)
+	tr.resyncs = rep.Resyncs
+	if rep.Acked < 100 {
+		t.Fatalf("only %d events acknowledged: the traffic did not run", rep.Acked)
 	}
 }
 

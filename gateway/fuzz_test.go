@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -11,27 +14,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/roomcast/roomcast/gateway"
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay"
 )
 
-// parseFrame is a reference SSE parser (the WHATWG algorithm for one block): it
-// returns every field it saw, so an injected field shows up.
-func parseFrame(b []byte) (fields []string, id, event string, data []string) {
-	s := strings.ReplaceAll(strings.ReplaceAll(string(b), "\r\n", "\n"), "\r", "\n")
-	for _, line := range strings.Split(strings.TrimSuffix(s, "\n\n"), "\n") {
-		name, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		fields = append(fields, name)
-		switch name {
-		case "id":
-			id = value
-		case "event":
-			event = value
-		case "data":
-			data = append(data, value)
-		}
+// oneBlock decodes frame with the repository's SSE decoder and fails t unless it is
+// exactly one block.
+func oneBlock(t *testing.T, frame []byte) gatewaytest.Frame {
+	t.Helper()
+	dec := gatewaytest.NewDecoder(bufio.NewReader(bytes.NewReader(frame)), nil)
+	f, err := dec.NextFrame()
+	if err != nil {
+		t.Fatalf("frame %q: %v", frame, err)
 	}
-	return fields, id, event, data
+	if extra, err := dec.NextFrame(); !errors.Is(err, io.EOF) {
+		t.Fatalf("a second block %+v (%v) in %q", extra, err, frame)
+	}
+	return f
 }
 
 func FuzzAppendFrame(f *testing.F) {
@@ -43,22 +42,25 @@ func FuzzAppendFrame(f *testing.F) {
 		if !bytes.HasSuffix(frame, []byte("\n\n")) || bytes.Contains(frame[:len(frame)-2], []byte("\n\n")) {
 			t.Fatalf("frame %q does not end exactly once", frame)
 		}
-		fields, gotID, gotEvent, gotData := parseFrame(frame)
-		clean := func(s string) string { return strings.NewReplacer("\r", "", "\n", "", "\x00", "").Replace(s) }
-		if gotID != clean(id) || gotEvent != clean(event) {
-			t.Fatalf("id %q event %q became %q %q", id, event, gotID, gotEvent)
-		}
-		if strings.Contains(gotID, "\x00") {
-			t.Fatal("NUL in id")
-		}
-		for _, name := range fields {
-			if name != "id" && name != "event" && name != "data" {
+		// Every line is one of the three fields: nothing was injected, not even a
+		// field the decoder would ignore.
+		for _, line := range strings.FieldsFunc(string(frame), func(r rune) bool { return r == '\r' || r == '\n' }) {
+			if name, _, _ := strings.Cut(line, ":"); name != "id" && name != "event" && name != "data" {
 				t.Fatalf("injected field %q in %q", name, frame)
 			}
 		}
+		// The repository's decoder reads back what was meant.
+		got := oneBlock(t, frame)
+		clean := func(s string) string { return strings.NewReplacer("\r", "", "\n", "", "\x00", "").Replace(s) }
+		if got.ID != clean(id) || got.Event != clean(event) || got.Retry != -1 || got.Comment != "" {
+			t.Fatalf("id %q event %q became %+v", id, event, got)
+		}
+		if strings.Contains(got.ID, "\x00") {
+			t.Fatal("NUL in id")
+		}
 		norm := strings.ReplaceAll(strings.ReplaceAll(string(data), "\r\n", "\n"), "\r", "\n")
-		if strings.Join(gotData, "\n") != norm {
-			t.Fatalf("data %q came back as %q", data, gotData)
+		if !got.HasData || got.Data != norm {
+			t.Fatalf("data %q came back as %q", data, got.Data)
 		}
 	})
 }
@@ -107,9 +109,9 @@ func FuzzEncodeBody(f *testing.F) {
 		}
 		// Framed as an event, the body survives the SSE round trip unchanged.
 		ev := replay.Event{Room: "r", Epoch: "e", Seq: 1, Body: body}
-		_, _, _, data := parseFrame(gateway.EventFrame(ev))
-		if len(data) != 1 || data[0] != string(ev.AppendJSON(nil)) {
-			t.Fatalf("frame data %q", data)
+		framed := oneBlock(t, gateway.EventFrame(ev))
+		if framed.Data != string(ev.AppendJSON(nil)) || strings.ContainsAny(framed.Data, "\r\n") {
+			t.Fatalf("frame data %q", framed.Data)
 		}
 	})
 }
@@ -176,9 +178,7 @@ func FuzzEventFrame(f *testing.F) {
 		}
 		want := gateway.AppendFrame(nil, ev.ID(), event, ev.AppendJSON(nil))
 		got := gateway.EventFrame(ev)
-		_, id1, ev1, data1 := parseFrame(got)
-		_, id2, ev2, data2 := parseFrame(want)
-		if id1 != id2 || ev1 != ev2 || strings.Join(data1, "\n") != strings.Join(data2, "\n") {
+		if oneBlock(t, got) != oneBlock(t, want) {
 			t.Fatalf("fast frame %q, general frame %q", got, want)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
 )
@@ -24,7 +25,7 @@ func TestWSFleetEventsCrossPodsAndResumeElsewhere(t *testing.T) {
 	pub.welcome("fleet-publisher", boot1, map[string]string{room + "-other": ""})
 	var ids []string
 	for i := 1; i <= 100; i++ {
-		pub.send(map[string]any{"v": 1, "kind": "publish", "room": room, "body": map[string]int{"i": i}, "ref": strconv.Itoa(i)})
+		pub.publish(wsclient.Publish{Room: room, Body: map[string]int{"i": i}, Ref: strconv.Itoa(i)})
 		m := pub.next()
 		if m.Kind != "published" || m.Ref != strconv.Itoa(i) {
 			t.Fatalf("publish %d: %+v", i, m)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/coder/websocket"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/roomcast/roomcast/drain"
 	"github.com/roomcast/roomcast/gateway"
@@ -77,7 +78,7 @@ func TestWSAcksCountUnacknowledged(t *testing.T) {
 	if ci.Boot != boot1 || ci.Session == "" || ci.Pod == "" || ci.ConnectedSince == "" || ci.LastFrameAt == "" {
 		t.Fatalf("client info %+v", ci)
 	}
-	c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": ids[1]})
+	c.ack("a", ids[1])
 	sync()
 	_, ci = p.client(t, "acker")
 	if ci.Rooms["a"].LastAck != ids[1] || ci.Rooms["a"].Unacknowledged != 1 || ci.Unacknowledged != 2 {
@@ -98,7 +99,7 @@ func TestWSAcksCountUnacknowledged(t *testing.T) {
 			t.Fatalf("ack %v answered %+v", bad, m)
 		}
 	}
-	c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": ids[2]})
+	c.ack("a", ids[2])
 	c.send(map[string]any{"v": 1, "kind": "ack", "room": "b"})
 	if m := c.next(); m.Kind != "error" || m.Error != "invalid_ack" {
 		t.Fatalf("answer %+v", m)
@@ -130,7 +131,7 @@ func TestWSLateAckAcrossAResyncIsAccepted(t *testing.T) {
 		id string
 		ok bool
 	}{{"oldepoch:6", false}, {"otherepo:5", false}, {"oldepoch:5", true}, {"oldepoch:4", true}} {
-		c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": tc.id})
+		c.ack("a", tc.id)
 		c.send(`{"v":1,"kind":"ping"}`)
 		m := c.next()
 		switch {
@@ -436,7 +437,7 @@ func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
 	if m := c.next(); m.Kind != "event" || m.ID != id {
 		t.Fatalf("want event %s, got %+v", id, m)
 	}
-	c.send(map[string]any{"v": 1, "kind": "ack", "room": "a", "id": id})
+	c.ack("a", id)
 	<-wrote.reached
 	replaytest.Eventually(t, 10*time.Second, "the ack recorded while the writer is held after its write", func() bool {
 		_, ci := p.client(t, "quick")

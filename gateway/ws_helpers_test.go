@@ -2,43 +2,26 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 )
 
 // wsMsg is a decoded server frame: the fields of every kind.
-type wsMsg struct {
-	V       int               `json:"v"`
-	Kind    string            `json:"kind"`
-	Session string            `json:"session"`
-	Rooms   map[string]string `json:"rooms"`
-	Room    string            `json:"room"`
-	ID      string            `json:"id"`
-	Epoch   string            `json:"epoch"`
-	Seq     uint64            `json:"seq"`
-	TS      int64             `json:"ts"`
-	Type    string            `json:"type"`
-	Body    json.RawMessage   `json:"body"`
-	Fork    bool              `json:"fork"`
-	Ref     string            `json:"ref"`
-	Error   string            `json:"error"`
-	Message string            `json:"message"`
-	Data    json.RawMessage   `json:"data"`
-}
+type wsMsg = wsclient.Frame
 
-// wsClient is a WebSocket connection to a pod, read in the background (unless
-// opened with noRead) into frames.
+// wsClient is a WebSocket connection to a pod (wsclient.Conn), read in the
+// background (unless opened with noRead) into frames, with the test's conveniences:
+// each call fails the test when it cannot do its part.
 type wsClient struct {
 	t      testing.TB
-	c      *websocket.Conn
+	c      *wsclient.Conn
 	frames chan wsMsg
 	ended  chan struct{}
 	err    error        // why reading ended; read after ended
@@ -64,7 +47,7 @@ func dialWS(t testing.TB, p *pod, headers ...string) *wsClient {
 }
 
 // dialWSRaw dials GET /ws at base, counting the server's pings in pings.
-func dialWSRaw(t testing.TB, base string, pings *atomic.Int64, headers ...string) (*websocket.Conn, *http.Response, error) {
+func dialWSRaw(t testing.TB, base string, pings *atomic.Int64, headers ...string) (*wsclient.Conn, *http.Response, error) {
 	t.Helper()
 	h := http.Header{}
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -72,18 +55,11 @@ func dialWSRaw(t testing.TB, base string, pings *atomic.Int64, headers ...string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, res, err := websocket.Dial(ctx, strings.Replace(base, "http://", "ws://", 1)+"/ws", &websocket.DialOptions{
-		HTTPHeader:     h,
-		OnPingReceived: func(context.Context, []byte) bool { pings.Add(1); return true },
-	})
-	if c != nil {
-		c.SetReadLimit(1 << 20)
-	}
-	return c, res, err
+	return wsclient.Dial(ctx, wsclient.URL(base), wsclient.Options{Header: h, OnPing: func() { pings.Add(1) }})
 }
 
 // start sets the client up on c; read starts its background reader.
-func (wc *wsClient) start(t testing.TB, c *websocket.Conn, read bool) *wsClient {
+func (wc *wsClient) start(t testing.TB, c *wsclient.Conn, read bool) *wsClient {
 	wc.t, wc.c, wc.frames, wc.ended = t, c, make(chan wsMsg, 1<<12), make(chan struct{})
 	if read {
 		wc.startReading()
@@ -101,14 +77,9 @@ func (c *wsClient) read() {
 	defer close(c.ended)
 	defer close(c.frames)
 	for {
-		_, p, err := c.c.Read(context.Background())
+		m, err := c.c.Read(context.Background())
 		if err != nil {
 			c.err = err
-			return
-		}
-		var m wsMsg
-		if err := json.Unmarshal(p, &m); err != nil {
-			c.err = fmt.Errorf("frame %q: %w", p, err)
 			return
 		}
 		c.frames <- m
@@ -124,19 +95,15 @@ func (c *wsClient) startReading() {
 // send writes one frame: a JSON value or raw text.
 func (c *wsClient) send(v any) {
 	c.t.Helper()
-	var p []byte
-	switch v := v.(type) {
-	case string:
-		p = []byte(v)
-	default:
-		var err error
-		if p, err = json.Marshal(v); err != nil {
-			c.t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.c.Write(ctx, websocket.MessageText, p); err != nil {
+	var err error
+	if s, ok := v.(string); ok {
+		err = c.c.Write(ctx, []byte(s))
+	} else {
+		err = c.c.Send(ctx, v)
+	}
+	if err != nil {
 		c.t.Fatalf("send: %v", err)
 	}
 }
@@ -144,7 +111,31 @@ func (c *wsClient) send(v any) {
 // hello sends a hello for rooms (name → resume id).
 func (c *wsClient) hello(client, boot string, rooms map[string]string) {
 	c.t.Helper()
-	c.send(map[string]any{"v": 1, "kind": "hello", "client": client, "boot": boot, "rooms": rooms})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.c.Hello(ctx, client, boot, rooms); err != nil {
+		c.t.Fatalf("hello: %v", err)
+	}
+}
+
+// ack acknowledges room's events up to id.
+func (c *wsClient) ack(room, id string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.c.Ack(ctx, room, id); err != nil {
+		c.t.Fatalf("ack: %v", err)
+	}
+}
+
+// publish sends a publish frame.
+func (c *wsClient) publish(p wsclient.Publish) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.c.Publish(ctx, p); err != nil {
+		c.t.Fatalf("publish: %v", err)
+	}
 }
 
 // welcome says hello and returns the welcome.
@@ -152,7 +143,7 @@ func (c *wsClient) welcome(client, boot string, rooms map[string]string) wsMsg {
 	c.t.Helper()
 	c.hello(client, boot, rooms)
 	m := c.next()
-	if m.Kind != "welcome" || m.V != 1 || m.Session == "" {
+	if m.Kind != wsclient.KindWelcome || m.V != wsclient.Version || m.Session == "" {
 		c.t.Fatalf("want a welcome, got %+v", m)
 	}
 	return m
@@ -182,11 +173,11 @@ func (c *wsClient) closeStatus() (websocket.StatusCode, string, []wsMsg) {
 		select {
 		case m, ok := <-c.frames:
 			if !ok {
-				var ce websocket.CloseError
-				if errors.As(c.err, &ce) {
-					return ce.Code, ce.Reason, got
+				code, reason := wsclient.CloseOf(c.err)
+				if code == -1 {
+					reason = fmt.Sprint(c.err)
 				}
-				return -1, fmt.Sprint(c.err), got
+				return code, reason, got
 			}
 			got = append(got, m)
 		case <-time.After(15 * time.Second):

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -136,13 +136,12 @@ func openIdle(t *testing.T, g *gatewaytest.Process, kind string, n int) func() {
 			closers = append(closers, func() { c.Close() })
 		case "ws":
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			c, _, err := websocket.Dial(ctx, "ws://"+g.Addr()+"/ws", nil)
+			c, _, err := wsclient.Dial(ctx, wsclient.URL("http://"+g.Addr()), wsclient.Options{})
 			cancel()
 			if err != nil {
 				t.Fatal(err)
 			}
-			hello := fmt.Sprintf(`{"v":1,"kind":"hello","client":"idle-%d","boot":"%s","rooms":{"%s":""}}`, i, boot1, room)
-			if err := c.Write(context.Background(), websocket.MessageText, []byte(hello)); err != nil {
+			if err := c.Hello(context.Background(), fmt.Sprintf("idle-%d", i), boot1, map[string]string{room: ""}); err != nil {
 				t.Fatal(err)
 			}
 			closers = append(closers, func() { c.CloseNow() })
@@ -223,27 +222,25 @@ func fanout(t *testing.T, kind string, n, events int) []time.Duration {
 			})
 		case "ws":
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			c, _, err := websocket.Dial(ctx, strings.Replace(p.public.URL, "http://", "ws://", 1)+"/ws", nil)
+			c, _, err := wsclient.Dial(ctx, wsclient.URL(p.public.URL), wsclient.Options{})
 			cancel()
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.CloseNow() })
-			hello := fmt.Sprintf(`{"v":1,"kind":"hello","client":"fan-%d","boot":"%s","rooms":{"fan":""}}`, i, boot1)
-			if err := c.Write(context.Background(), websocket.MessageText, []byte(hello)); err != nil {
+			if err := c.Hello(context.Background(), fmt.Sprintf("fan-%d", i), boot1, map[string]string{"fan": ""}); err != nil {
 				t.Fatal(err)
 			}
 			wg.Go(func() {
 				for got := 0; got < events; {
-					_, p, err := c.Read(context.Background())
+					m, err := c.Read(context.Background())
+					if errors.Is(err, wsclient.ErrNotAFrame) {
+						continue
+					}
 					if err != nil {
 						return
 					}
-					var m struct {
-						Kind string          `json:"kind"`
-						Body json.RawMessage `json:"body"`
-					}
-					if json.Unmarshal(p, &m) == nil && m.Kind == "event" {
+					if m.Kind == wsclient.KindEvent {
 						record(m.Body)
 						got++
 					}

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 )
 
 var boot1 = testBoot(1_700_000_000_000, 1)
@@ -137,7 +136,7 @@ func TestWSCredentials(t *testing.T) {
 		tok := p.token(t, "ES256", "bob", time.Hour, []string{"orders"}, []string{"orders"})
 		c := dialWS(t, p.pod, "Authorization", "Bearer "+tok)
 		c.welcome("c4", boot1, map[string]string{"orders": ""})
-		c.send(map[string]any{"v": 1, "kind": "publish", "room": "orders", "body": map[string]int{"n": 1}, "ref": "r1"})
+		c.publish(wsclient.Publish{Room: "orders", Body: map[string]int{"n": 1}, Ref: "r1"})
 		for {
 			m := c.next()
 			if m.Kind == "published" {
@@ -277,7 +276,7 @@ func TestWSPlainRequestIsRefusedBeforeItsCredential(t *testing.T) {
 	// The ticket is still good for the real handshake.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, strings.Replace(p.public.URL, "http://", "ws://", 1)+"/ws?ticket="+ticket, nil)
+	c, _, err := wsclient.Dial(ctx, wsclient.URL(p.public.URL)+"?ticket="+ticket, wsclient.Options{})
 	if err != nil {
 		t.Fatalf("handshake with the ticket: %v", err)
 	}

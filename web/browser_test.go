@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/roomcast/roomcast/replay/polltest"
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
@@ -131,18 +133,15 @@ func evalErr[T any](ctx context.Context, expr string) (T, error) {
 // explains the page's state.
 func waitFor(t *testing.T, ctx context.Context, what, cond, diag string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
+	err := polltest.Until(timeout, func() error {
 		ok, err := evalErr[bool](ctx, "Boolean("+cond+")")
-		if err == nil && ok {
-			return
+		if err == nil && !ok {
+			err = errors.New("false")
 		}
-		lastErr = err
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
+		return err
+	})
+	if err == nil {
+		return
 	}
 	state := "(no diagnostics)"
 	if diag != "" {
@@ -152,7 +151,7 @@ func waitFor(t *testing.T, ctx context.Context, what, cond, diag string, timeout
 			state = err.Error()
 		}
 	}
-	t.Fatalf("timed out after %v waiting for %s (last error: %v); page state: %s", timeout, what, lastErr, state)
+	t.Fatalf("waiting for %s: %v; page state: %s", what, err, state)
 }
 
 // screenshot saves a full-page PNG into the artefacts directory and checks

@@ -78,8 +78,13 @@ type config struct {
 	Cmdline []string
 }
 
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	c := config{MaxHistoryBytes: 512 << 20, QueueBytes: 4 << 20, MaxQueuedBytes: 1 << 30, RecentBytes: 64 << 20, MaxBody: 64 << 10, MaxBatchBody: 1 << 20}
+// newFlagSet registers every flag of the gateway on a new FlagSet, each bound to
+// its field of c, whose byte sizes it first sets to their defaults. It is the one
+// list of flags: parseConfig parses with it and the README's table is checked
+// against it.
+func newFlagSet(c *config) *flag.FlagSet {
+	c.MaxHistoryBytes, c.QueueBytes, c.MaxQueuedBytes = 512<<20, 4<<20, 1<<30
+	c.RecentBytes, c.MaxBody, c.MaxBatchBody = 64<<20, 64<<10, 1<<20
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	// Errors are returned as one line; only -help prints the usage.
 	fs.SetOutput(io.Discard)
@@ -127,6 +132,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	return fs
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := newFlagSet(&c)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/redistest"
+	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
 // TestStartsWhileRedisIsDown: a pod started while its Redis is unreachable starts and
@@ -63,23 +65,21 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	ready()
 
 	redistest.StandaloneAt(t, port)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	replaytest.Eventually(t, 20*time.Second, "the backend up after redis started", func() error {
 		res, err := http.Get(p.Admin + "/admin/stats")
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer res.Body.Close()
 		var st struct{ Backend struct{ Up bool } }
-		err = json.NewDecoder(res.Body).Decode(&st)
-		res.Body.Close()
-		if err == nil && st.Backend.Up {
-			break
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the backend is not up 20s after redis started")
+		if !st.Backend.Up {
+			return errors.New("backend down")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	ready()
 	res, err = http.Get(p.Public + "/rooms/" + room + "/events")
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -391,38 +390,21 @@ func (c connRecord) String() string {
 }
 
 // subscriber is one resuming SSE client of one room. On any end of stream it waits
-// for the last retry: hint (capped) and reconnects with Last-Event-ID. It checks that
-// the seqs it sees are dense and single.
+// for the last retry: hint (capped) and reconnects with Last-Event-ID. Its audit
+// checks that the seqs it sees are dense and single, from seq 1 (every room is new),
+// with no resync.
 type subscriber struct {
-	id   int
-	room string
+	id    int
+	room  string
+	audit *gatewaytest.Audit
 
 	subscribed chan struct{} // closed when the first admitted stream carried a frame
 	subOnce    sync.Once
 
-	mu       sync.Mutex
-	last     replay.Position
-	track    gatewaytest.Tracker // from seq 1: every room is new
-	got      map[uint64]int      // seq → deliveries, against the acknowledged seqs
-	problems []string
-	resyncs  int
-	conns    []connRecord
-	pod      string // pod of the open stream; "" between streams
-	hint     time.Duration
-	trace    []string // recent frames and reconnects, for failure messages
-}
-
-func (s *subscriber) problem(format string, args ...any) {
-	if len(s.problems) < 20 {
-		s.problems = append(s.problems, fmt.Sprintf(format, args...))
-	}
-}
-
-func (s *subscriber) traceLocked(entry string) {
-	if len(s.trace) >= 64 {
-		s.trace = append(s.trace[:0], s.trace[32:]...)
-	}
-	s.trace = append(s.trace, entry)
+	mu    sync.Mutex
+	conns []connRecord
+	pod   string // pod of the open stream; "" between streams
+	hint  time.Duration
 }
 
 // audience is a set of subscribers reading through one base URL.
@@ -456,9 +438,8 @@ func startAudience(t *testing.T, base string, rooms []string, n int) *audience {
 	}
 	t.Cleanup(a.stop)
 	for i := 0; i < n; i++ {
-		s := &subscriber{id: i, room: rooms[i%len(rooms)], subscribed: make(chan struct{}), got: map[uint64]int{}, hint: time.Second}
-		s.track.ExpectFirst(1)
-		s.track.ResyncIsHead()
+		room := rooms[i%len(rooms)]
+		s := &subscriber{id: i, room: room, audit: gatewaytest.NewAudit(room, 1, false), subscribed: make(chan struct{}), hint: time.Second}
 		a.subs = append(a.subs, s)
 		a.wg.Go(func() { a.run(s) })
 	}
@@ -498,19 +479,18 @@ func (a *audience) run(s *subscriber) {
 // once reads one stream until it ends.
 func (a *audience) once(s *subscriber) {
 	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, a.base+"/rooms/"+s.room+"/events", nil)
-	s.mu.Lock()
-	resumed := s.last != (replay.Position{})
+	last := s.audit.Last()
+	resumed := last != (replay.Position{})
 	if resumed {
-		req.Header.Set("Last-Event-ID", s.last.String())
+		req.Header.Set("Last-Event-ID", last.String())
 	}
-	s.mu.Unlock()
 	res, err := a.hc.Do(req)
 	if err != nil {
 		if a.ctx.Err() == nil {
 			s.mu.Lock()
 			s.conns = append(s.conns, connRecord{at: time.Now(), resumed: resumed})
-			s.traceLocked("connect failed: " + err.Error())
 			s.mu.Unlock()
+			s.audit.Note("connect failed: " + err.Error())
 		}
 		return
 	}
@@ -519,13 +499,14 @@ func (a *audience) once(s *subscriber) {
 	s.mu.Lock()
 	s.conns = append(s.conns, rec)
 	idx := len(s.conns) - 1
-	s.traceLocked(fmt.Sprintf("connect %s %d", rec.pod, rec.status))
 	if rec.ok {
 		s.pod = rec.pod
-	} else {
-		s.problem("status %d from %q", rec.status, rec.pod)
 	}
 	s.mu.Unlock()
+	s.audit.Note(fmt.Sprintf("connect %s %d", rec.pod, rec.status))
+	if !rec.ok {
+		s.audit.Problem("status %d from %q", rec.status, rec.pod)
+	}
 	frames := 0 // events and heartbeats: proof that the stream was admitted
 	defer func() {
 		s.mu.Lock()
@@ -538,18 +519,14 @@ func (a *audience) once(s *subscriber) {
 		return
 	}
 	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		s.mu.Lock()
-		s.problem("content type %q", ct)
-		s.mu.Unlock()
+		s.audit.Problem("content type %q", ct)
 	}
 	dec := gatewaytest.NewDecoder(bufio.NewReader(res.Body), nil)
 	for {
 		f, err := dec.NextFrame()
 		if err != nil {
 			if a.ctx.Err() == nil {
-				s.mu.Lock()
-				s.traceLocked("end: " + fmt.Sprint(err))
-				s.mu.Unlock()
+				s.audit.Note("end: " + fmt.Sprint(err))
 			}
 			return
 		}
@@ -563,7 +540,7 @@ func (a *audience) once(s *subscriber) {
 			// Where a fresh stream starts: every subscriber joins before the first
 			// publish, so its events from seq 1 on follow it.
 		case f.HasData:
-			s.frame(f.ID, f.Event)
+			s.audit.Frame(f.ID, f.Event)
 			frames++
 			s.subOnce.Do(func() { close(s.subscribed) })
 		case f.Comment != "":
@@ -574,29 +551,6 @@ func (a *audience) once(s *subscriber) {
 			s.subOnce.Do(func() { close(s.subscribed) })
 		}
 	}
-}
-
-func (s *subscriber) frame(id, event string) {
-	pos, err := replay.ParsePosition(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		s.problem("bad id %q", id)
-		return
-	}
-	s.traceLocked(event + " " + id)
-	if event == "resync" {
-		s.resyncs++
-		s.problem("resync to %s (was at %s)", pos, s.last)
-		s.track.Resync([]byte(pos.Epoch), pos.Seq)
-		s.last = pos
-		return
-	}
-	if v := s.track.Observe([]byte(pos.Epoch), pos.Seq); v != gatewaytest.InOrder {
-		s.problem("event %s after %s: %s", pos, s.last, v)
-	}
-	s.got[pos.Seq]++
-	s.last = pos
 }
 
 // placement returns the pod of each subscriber's open stream ("" between streams).
@@ -659,185 +613,45 @@ type traffic struct {
 	prefix string
 	rooms  []string
 	hc     *http.Client
-
-	mu      sync.Mutex
-	acked   map[string]map[uint64]bool
-	failed  []string
-	retries int
-
-	wg sync.WaitGroup
+	ledger *gatewaytest.Ledger
 }
 
 func newTraffic(base, prefix string, rooms []string) *traffic {
-	tr := &traffic{
-		base: base, prefix: prefix, rooms: rooms, acked: map[string]map[uint64]bool{},
+	return &traffic{
+		base: base, prefix: prefix, rooms: rooms, ledger: gatewaytest.NewLedger(),
 		hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
 		}},
 	}
-	for _, r := range rooms {
-		tr.acked[r] = map[uint64]bool{}
-	}
-	return tr
 }
 
-// run publishes about rate events per second in total until stop.
+// run publishes about rate events per second in total until stop. A publish begun
+// before the stop is retried until acknowledged (at most 30s).
 func (tr *traffic) run(rate int, stop <-chan struct{}) {
-	const workers = 8
-	tick := time.Second * workers / time.Duration(rate)
-	for w := 0; w < workers; w++ {
-		tr.wg.Go(func() {
-			t := time.NewTicker(tick)
-			defer t.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				room := tr.rooms[(i*workers+w)%len(tr.rooms)]
-				tr.publishOne(room, fmt.Sprintf("%s-w%d-%d", tr.prefix, w, i))
-			}
-		})
-	}
-}
-
-// publishOne retries one publish with one key until it is acknowledged (at most 30s).
-func (tr *traffic) publishOne(room, key string) {
-	giveUp := time.Now().Add(30 * time.Second)
-	for attempt := 0; ; attempt++ {
-		req, _ := http.NewRequest(http.MethodPost, tr.base+"/rooms/"+room+"/events", strings.NewReader(`{"k":"`+key+`"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		res, err := tr.hc.Do(req)
-		status := 0
-		if err == nil {
-			var out struct{ Seq uint64 }
-			status = res.StatusCode
-			decoded := json.NewDecoder(res.Body).Decode(&out) == nil
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if status == http.StatusCreated && decoded && out.Seq > 0 {
-				tr.mu.Lock()
-				tr.acked[room][out.Seq] = true
-				tr.mu.Unlock()
-				return
-			}
-			if status < 500 {
-				tr.mu.Lock()
-				tr.failed = append(tr.failed, fmt.Sprintf("%s %s: status %d", room, key, status))
-				tr.mu.Unlock()
-				return
-			}
-		}
-		if time.Now().After(giveUp) {
-			tr.mu.Lock()
-			tr.failed = append(tr.failed, fmt.Sprintf("%s %s: not acknowledged within 30s (last: %d %v)", room, key, status, err))
-			tr.mu.Unlock()
-			return
-		}
-		tr.mu.Lock()
-		tr.retries++
-		tr.mu.Unlock()
-		time.Sleep(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond) // backoff between retries
-	}
-}
-
-// lossReport is what the subscribers received against what was acknowledged.
-type lossReport struct {
-	acked     int // acknowledged events
-	expected  int // deliveries owed: acknowledged events of each subscriber's room
-	missing   int
-	duplicate int
-	phantom   int // delivered seqs nobody was acknowledged for
-	resyncs   int
-	retries   int // publish retries
+	tr.ledger.Publish(gatewaytest.Publishers{
+		Targets: []string{tr.base}, Rooms: tr.rooms, Rate: rate, Key: tr.prefix, Client: tr.hc, MustAck: true,
+	}, stop)
 }
 
 // settle waits for the publishers (already told to stop) to return, then until every
 // subscriber has reached its room's newest acknowledged seq, then checks every
-// subscriber against the acknowledged events. It leaves the subscribers running.
-func settle(t *testing.T, tr *traffic, a *audience, within time.Duration) lossReport {
+// subscriber against the acknowledged events: no loss, no duplicate, no resync. It
+// leaves the subscribers running.
+func settle(t *testing.T, tr *traffic, a *audience, within time.Duration) gatewaytest.Loss {
 	t.Helper()
-	tr.wg.Wait()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	for i, f := range tr.failed {
-		if i == 10 {
-			t.Errorf("... and %d more failed publishes", len(tr.failed)-10)
-			break
-		}
-		t.Errorf("publish failed for good: %s", f)
+	audits := make([]*gatewaytest.Audit, len(a.subs))
+	for i, s := range a.subs {
+		audits[i] = s.audit
 	}
-	top := map[string]uint64{}
-	rep := lossReport{retries: tr.retries}
-	for room, seqs := range tr.acked {
-		rep.acked += len(seqs)
-		for seq := range seqs {
-			top[room] = max(top[room], seq)
-		}
+	tr.ledger.Settle(t, audits, within)
+	rep := tr.ledger.Check(t, audits)
+	if rep.Duplicate > 0 || rep.Resyncs > 0 {
+		t.Errorf("%d duplicate deliveries, %d resyncs: want none", rep.Duplicate, rep.Resyncs)
 	}
-	deadline := time.Now().Add(within)
-	for _, s := range a.subs {
-		for {
-			s.mu.Lock()
-			reached := s.last.Seq >= top[s.room]
-			s.mu.Unlock()
-			if reached {
-				break
-			}
-			if time.Now().After(deadline) {
-				break // reported as missing below
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	reported := 0
-	report := func(format string, args ...any) {
-		if reported++; reported <= 20 {
-			t.Errorf(format, args...)
-		}
-	}
-	for _, s := range a.subs {
-		s.mu.Lock()
-		rep.resyncs += s.resyncs
-		for _, p := range s.problems {
-			report("subscriber %d (%s): %s; trace %v", s.id, s.room, p, s.trace)
-		}
-		acked := tr.acked[s.room]
-		rep.expected += len(acked)
-		for seq := range acked {
-			switch n := s.got[seq]; {
-			case n == 0:
-				rep.missing++
-				report("subscriber %d (%s): acknowledged seq %d never delivered (last %s); trace %v", s.id, s.room, seq, s.last, s.trace)
-			case n > 1:
-				rep.duplicate += n - 1
-			}
-		}
-		for seq, n := range s.got {
-			if !acked[seq] {
-				rep.phantom += n
-				report("subscriber %d (%s): seq %d delivered but never acknowledged", s.id, s.room, seq)
-			}
-		}
-		s.mu.Unlock()
-	}
-	if reported > 20 {
-		t.Errorf("... %d problems in all", reported)
-	}
-	if rep.duplicate > 0 || rep.resyncs > 0 {
-		t.Errorf("%d duplicate deliveries, %d resyncs: want none", rep.duplicate, rep.resyncs)
-	}
-	if rep.acked < 300 {
-		t.Errorf("only %d events acknowledged: the traffic did not run", rep.acked)
+	if rep.Acked < 300 {
+		t.Errorf("only %d events acknowledged: the traffic did not run", rep.Acked)
 	}
 	return rep
-}
-
-func (r lossReport) String() string {
-	return fmt.Sprintf("%d events acknowledged, %d deliveries owed, %d missing (loss %.4f%%), %d duplicates, %d never acknowledged, %d resyncs, %d publish retries",
-		r.acked, r.expected, r.missing, 100*float64(r.missing)/math.Max(1, float64(r.expected)), r.duplicate, r.phantom, r.resyncs, r.retries)
 }
 
 // reconnectSpread looks at the subscribers that were on a pod when it was told to
@@ -855,8 +669,8 @@ func reconnectSpread(t *testing.T, moved []*subscriber, victim string, signalled
 				after = append(after, c)
 			}
 		}
-		trace := append([]string(nil), s.trace...)
 		s.mu.Unlock()
+		trace := s.audit.Trace()
 		if len(after) == 0 {
 			t.Errorf("subscriber %d left %s but never reconnected; trace %v", s.id, victim, trace)
 			continue

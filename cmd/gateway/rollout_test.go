@@ -59,9 +59,9 @@ func stayedPut(t *testing.T, a *audience, moved []*subscriber, since time.Time) 
 				n++
 			}
 		}
-		trace := append([]string(nil), s.trace...)
 		s.mu.Unlock()
 		if n > 0 {
+			trace := s.audit.Trace()
 			t.Errorf("subscriber %d was not on the drained pod but reconnected %d times; trace %v", s.id, n, trace)
 		}
 	}

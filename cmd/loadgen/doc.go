@@ -60,7 +60,8 @@
 // Centrifugo, and both print them side by side.
 //
 // The stream decoder and the gap and duplicate accounting are gateway/gatewaytest's
-// Decoder and Tracker, the ones the tests use. Files by role: config.go (flags),
+// Decoder and Tracker, and the WebSocket client is gateway/gatewaytest/wsclient: the
+// ones the tests use. Files by role: config.go (flags),
 // scenario.go (the named scenarios' defaults and checks), hist.go (latency
 // histogram), subscriber.go and publisher.go (the two sides of the load), ws.go (the
 // WebSocket transport of a subscriber), report_transport.go (the figures per

@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 	"github.com/roomcast/roomcast/replay/wire"
 )
 
@@ -64,11 +61,8 @@ var (
 type wsState struct {
 	client  string
 	hello   map[string]string // the hello's rooms: the one room and its resume id
-	ackHead []byte            // {"v":1,"kind":"ack","room":<room>,"id":"
 	joinKey []byte            // <room>:" : the room's position in a welcome
-	ack     []byte
-	buf     bytes.Buffer // the message being read
-	pending int          // events processed since the last ack
+	pending int               // events processed since the last ack
 	// ackInterval is wsAckInterval; tests lengthen it to count acks by events alone.
 	ackInterval time.Duration
 	// refusedAcks counts the error frames the server answered acks with.
@@ -79,11 +73,9 @@ type wsState struct {
 // newWSState prepares subscriber id's WebSocket side in run runID.
 func newWSState(runID string, id int, room string) *wsState {
 	quoted, _ := json.Marshal(room) // a string always encodes
-	head := append([]byte(`{"v":1,"kind":"ack","room":`), quoted...)
 	return &wsState{
 		client:      fmt.Sprintf("anon:loadgen-%s-%d", runID, id),
 		hello:       map[string]string{room: ""},
-		ackHead:     append(head, `,"id":"`...),
 		joinKey:     append(quoted, `:"`...),
 		ackInterval: wsAckInterval,
 	}
@@ -123,11 +115,7 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 	defer conn.CloseNow()
 	w := s.ws
 	w.hello[s.room.name] = string(s.resumeID)
-	hello, err := json.Marshal(map[string]any{"v": 1, "kind": "hello", "client": w.client, "boot": processBoot, "rooms": w.hello})
-	if err != nil {
-		return fmt.Errorf("%w: hello: %w", errFatal, err)
-	}
-	if err := s.writeWS(ctx, conn, hello); err != nil {
+	if err := s.writeWS(ctx, func(ctx context.Context) error { return conn.Hello(ctx, w.client, processBoot, w.hello) }); err != nil {
 		return err
 	}
 	opened := false
@@ -144,7 +132,7 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 		now := time.Now()
 		kind, _ := gatewaytest.StringAfter(data, keyKind)
 		switch string(kind) {
-		case "welcome":
+		case wsclient.KindWelcome:
 			if !opened {
 				opened = true
 				w.ackedAt = now // the first ack comes wsAckInterval or wsAckEvery events in
@@ -154,7 +142,7 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 				ls.streamOpened(s, pod, cancel) // before counted, as an SSE stream
 				s.established(ls)
 			}
-		case "event", "resync":
+		case wsclient.KindEvent, wsclient.KindResync:
 			if !opened {
 				s.noteMalformed() // the protocol says welcome first
 				continue
@@ -167,7 +155,7 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 					return err
 				}
 			}
-		case "error":
+		case wsclient.KindError:
 			// Only an ack can be refused (invalid_ack): counted, not a loss. A
 			// gateway that records what it sent only after the write may refuse an
 			// ack of the event it has just written.
@@ -188,12 +176,12 @@ func (s *subscriber) joined(welcome []byte) {
 
 // dialWS upgrades GET /ws at target. A refusal that can never succeed (a 4xx
 // other than 429) is fatal.
-func (s *subscriber) dialWS(ctx context.Context, ls *loadState, target string) (*websocket.Conn, error) {
+func (s *subscriber) dialWS(ctx context.Context, ls *loadState, target string) (*wsclient.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, wsDialTimeout)
 	defer cancel()
-	conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
-		HTTPClient:      ls.subClient,
-		CompressionMode: websocket.CompressionDisabled,
+	conn, resp, err := wsclient.Dial(dctx, target, wsclient.Options{
+		HTTPClient: ls.subClient,
+		ReadLimit:  int64(max(wsMinReadLimit, ls.cfg.BodySize+wsReadSlack)),
 	})
 	if err != nil {
 		ls.connectErrors.Add(1)
@@ -202,27 +190,18 @@ func (s *subscriber) dialWS(ctx context.Context, ls *loadState, target string) (
 		}
 		return nil, fmt.Errorf("ws %s: %w", s.room.name, err)
 	}
-	conn.SetReadLimit(int64(max(wsMinReadLimit, ls.cfg.BodySize+wsReadSlack)))
 	return conn, nil
 }
 
-// readWS reads one message into the subscriber's buffer, valid until the next
-// read, and counts its bytes.
-func (s *subscriber) readWS(ctx context.Context, conn *websocket.Conn) ([]byte, error) {
-	typ, r, err := conn.Reader(ctx)
+// readWS reads one message, valid until the next read, and counts its bytes; a
+// binary message reads as nil (no kind: ignored).
+func (s *subscriber) readWS(ctx context.Context, conn *wsclient.Conn) ([]byte, error) {
+	data, n, err := conn.ReadRaw(ctx)
 	if err != nil {
 		return nil, err
 	}
-	buf := &s.ws.buf
-	buf.Reset()
-	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
-	}
-	s.bytes.Store(s.bytes.Load() + uint64(buf.Len()))
-	if typ != websocket.MessageText {
-		return nil, nil // no kind: ignored
-	}
-	return buf.Bytes(), nil
+	s.bytes.Store(s.bytes.Load() + uint64(n))
+	return data, nil
 }
 
 // wsEnded says what the end of a connection means: nil when ctx ended it, fatal
@@ -231,18 +210,15 @@ func (s *subscriber) wsEnded(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	code := websocket.CloseStatus(err)
-	if code >= 4400 && code < 4500 {
-		var ce websocket.CloseError
-		errors.As(err, &ce)
-		return fmt.Errorf("%w: ws %s: closed with %d %q", errFatal, s.room.name, int(code), ce.Reason)
+	if code, reason := wsclient.CloseOf(err); code >= 4400 && code < 4500 {
+		return fmt.Errorf("%w: ws %s: closed with %d %q", errFatal, s.room.name, int(code), reason)
 	}
 	return fmt.Errorf("ws %s: %w", s.room.name, err)
 }
 
 // ackWS counts one processed event and acknowledges the last one every wsAckEvery
 // events, or when wsAckInterval has passed since the last ack.
-func (s *subscriber) ackWS(ctx context.Context, conn *websocket.Conn, now time.Time) error {
+func (s *subscriber) ackWS(ctx context.Context, conn *wsclient.Conn, now time.Time) error {
 	w := s.ws
 	w.pending++
 	if w.pending < wsAckEvery && now.Sub(w.ackedAt) < w.ackInterval {
@@ -251,17 +227,16 @@ func (s *subscriber) ackWS(ctx context.Context, conn *websocket.Conn, now time.T
 	if !plainID(s.resumeID) {
 		return nil // never from this server; nothing a JSON string could carry as is
 	}
-	w.ack = append(append(append(w.ack[:0], w.ackHead...), s.resumeID...), `"}`...)
 	w.pending, w.ackedAt = 0, now
-	return s.writeWS(ctx, conn, w.ack)
+	return s.writeWS(ctx, func(ctx context.Context) error { return conn.Ack(ctx, s.room.name, string(s.resumeID)) })
 }
 
-// writeWS writes one text message within wsWriteTimeout.
-func (s *subscriber) writeWS(ctx context.Context, conn *websocket.Conn, msg []byte) error {
+// writeWS runs one write (a hello, an ack) within wsWriteTimeout.
+func (s *subscriber) writeWS(ctx context.Context, write func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
 	defer cancel()
-	if err := conn.Write(ctx, websocket.MessageText, msg); err != nil {
-		return fmt.Errorf("ws %s: write: %w", s.room.name, err)
+	if err := write(ctx); err != nil {
+		return fmt.Errorf("ws %s: %w", s.room.name, err)
 	}
 	return nil
 }

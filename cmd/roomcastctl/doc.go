@@ -19,10 +19,12 @@
 // stream, never resets its backoff and gives up after 15 minutes; follow (stream.go)
 // wraps one Client per tail so that it reconnects on a clean end as on an error,
 // resumes from the last id it saw (Last-Event-ID), waits the server's retry: hint,
-// backs off while connections fail and starts over after one that worked.
+// backs off while connections fail and starts over after one that worked. ws speaks
+// the WebSocket protocol through gateway/gatewaytest/wsclient, the client the
+// gateway's tests use, which links none of the server.
 //
 // Files by role: main.go (dispatch, exit codes, help), flags.go (global flags,
 // credentials), secret.go (credential values and files), api.go (requests and error
 // answers), stream.go (the resuming SSE client), tail.go, publish.go, admin.go
-// (stats, rooms, drain, shed), ticket.go and plan.go.
+// (stats, rooms, drain, shed), ticket.go, ws.go and plan.go.
 package main

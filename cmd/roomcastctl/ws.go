@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 	"github.com/roomcast/roomcast/replay/wire"
 )
 
@@ -83,17 +83,6 @@ func sanitizeClient(s string) string {
 	return b.String()
 }
 
-// wsFrame is what ws reads of the server's frames.
-type wsFrame struct {
-	Kind    string          `json:"kind"`
-	Room    string          `json:"room"`
-	ID      string          `json:"id"`
-	Type    string          `json:"type"`
-	Body    json.RawMessage `json:"body"`
-	Error   string          `json:"error"`
-	Message string          `json:"message"`
-}
-
 // wsClosed is a connection the server closed for good (not a drain or a slow
 // consumer): exit code 1.
 type wsClosed struct {
@@ -129,7 +118,7 @@ func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
 		}
 		from[room] = id
 	}
-	target := "ws" + strings.TrimPrefix(c.url, "http") + "/ws"
+	target := wsclient.URL(c.url)
 	boot := wire.NewBoot(time.Now())
 	printed := 0
 	const minWait, maxWait = 500 * time.Millisecond, 30 * time.Second
@@ -169,7 +158,7 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 		header.Set("Authorization", "Bearer "+c.token)
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.timeout)
-	conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{HTTPClient: &http.Client{Transport: c.transport}, HTTPHeader: header})
+	conn, resp, err := wsclient.Dial(dctx, target, wsclient.Options{HTTPClient: &http.Client{Transport: c.transport}, Header: header, ReadLimit: 16 << 20})
 	cancel()
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -182,48 +171,42 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 		return false, &unreachableError{err: err}
 	}
 	defer conn.CloseNow()
-	conn.SetReadLimit(16 << 20)
-	hello, _ := json.Marshal(map[string]any{"v": 1, "kind": "hello", "client": o.client, "boot": boot, "rooms": from})
-	if err := conn.Write(ctx, websocket.MessageText, hello); err != nil {
+	if err := conn.Hello(ctx, o.client, boot, from); err != nil {
 		return false, err
 	}
 	for {
-		_, data, err := conn.Read(ctx)
+		data, _, err := conn.ReadRaw(ctx)
 		if err != nil {
-			switch code := websocket.CloseStatus(err); code {
-			case -1, websocket.StatusGoingAway, websocket.StatusServiceRestart, websocket.StatusTryAgainLater:
+			code, reason := wsclient.CloseOf(err)
+			if wsclient.Retryable(code) {
 				return delivered, fmt.Errorf("the connection ended (%d)", int(code))
-			default:
-				var ce websocket.CloseError
-				errors.As(err, &ce)
-				return delivered, &wsClosed{code: code, reason: ce.Reason}
 			}
+			return delivered, &wsClosed{code: code, reason: reason}
 		}
-		var f wsFrame
-		if json.Unmarshal(data, &f) != nil {
+		f, err := wsclient.Decode(data)
+		if err != nil {
 			continue
 		}
 		switch f.Kind {
-		case "welcome":
+		case wsclient.KindWelcome:
 			delivered = true
-		case "event":
+		case wsclient.KindEvent:
 			c.printEvent(f.Room, streamEvent{ID: f.ID, Type: f.Type, Data: data})
 			from[f.Room] = f.ID
-			ack, _ := json.Marshal(map[string]any{"v": 1, "kind": "ack", "room": f.Room, "id": f.ID})
-			if err := conn.Write(ctx, websocket.MessageText, ack); err != nil {
+			if err := conn.Ack(ctx, f.Room, f.ID); err != nil {
 				return delivered, err
 			}
 			if *printed++; o.count > 0 && *printed >= o.count {
 				_ = conn.Close(websocket.StatusNormalClosure, "done")
 				return delivered, errStop
 			}
-		case "resync":
+		case wsclient.KindResync:
 			c.printEvent(f.Room, streamEvent{ID: f.ID, Type: "resync", Data: data})
 			from[f.Room] = f.ID
 			if !o.followResync {
 				return delivered, &resyncError{id: printable(f.ID, 300)}
 			}
-		case "error":
+		case wsclient.KindError:
 			fmt.Fprintf(c.io.err, "roomcastctl ws: %s: %s\n", printable(f.Error, 64), printable(f.Message, 300))
 		}
 	}

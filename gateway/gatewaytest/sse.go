@@ -98,9 +98,16 @@ func (f Frame) IsAnchor() bool { return f.Event == AnchorType }
 // decoder.
 func (d *Decoder) NextFrame() (Frame, error) {
 	for {
-		f, ok, err := d.step(true)
-		if err != nil || ok {
-			return f, err
+		line, err := d.nextLine()
+		if err != nil {
+			return Frame{}, err
+		}
+		if len(line) > 0 {
+			d.line(line)
+			continue
+		}
+		if f, ok := d.frame(); ok {
+			return f, nil
 		}
 	}
 }
@@ -116,50 +123,35 @@ func (d *Decoder) LastID() []byte { return d.lastID }
 // standard says.
 func (d *Decoder) Next() (Event, error) {
 	for {
-		for len(d.pend) > 0 {
-			line, rest, ok := cutLine(d.pend)
-			if !ok {
-				// An unterminated last line: discarded at the end of the stream.
-				d.pend = nil
-				break
-			}
-			d.pend = rest
-			if ev, ok := d.line(line); ok {
-				return ev, nil
-			}
-		}
-		if d.eof {
-			return Event{}, d.err
-		}
-		if err := d.fill(); err != nil {
+		line, err := d.nextLine()
+		if err != nil {
 			return Event{}, err
+		}
+		if ev, ok := d.line(line); ok {
+			return ev, nil
 		}
 	}
 }
 
-// step reads lines until a block ends (ok) or more input is needed; raw selects
-// NextFrame's view of a block.
-func (d *Decoder) step(raw bool) (Frame, bool, error) {
-	for len(d.pend) > 0 {
-		line, rest, ok := cutLine(d.pend)
-		if !ok {
-			d.pend = nil
-			break
-		}
-		d.pend = rest
-		if len(line) == 0 {
-			f, ok := d.frame()
+// nextLine returns the next complete line, reading more input as needed. At the end
+// of the stream it returns what ended it; an unterminated last line is discarded.
+func (d *Decoder) nextLine() ([]byte, error) {
+	for {
+		if len(d.pend) > 0 {
+			line, rest, ok := cutLine(d.pend)
 			if ok {
-				return f, true, nil
+				d.pend = rest
+				return line, nil
 			}
-			continue
+			d.pend = nil // only the stream's last chunk can lack a terminator
 		}
-		d.line(line)
+		if d.eof {
+			return nil, d.err
+		}
+		if err := d.fill(); err != nil {
+			return nil, err
+		}
 	}
-	if d.eof {
-		return Frame{}, false, d.err
-	}
-	return Frame{}, false, d.fill()
 }
 
 // frame ends the current block and returns it as a Frame when it had any line.

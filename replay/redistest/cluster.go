@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/replay/polltest"
 )
 
 // ClusterConfig shapes a cluster. Every zero value means "the default".
@@ -63,7 +65,7 @@ func startCluster(dir string, cfg ClusterConfig) (*Cluster, error) {
 		c.stop()
 		return nil, err
 	}
-	if err := poll(60*time.Second, 50*time.Millisecond, func() error { return c.ready(true) }); err != nil {
+	if err := polltest.Until(60*time.Second, func() error { return c.ready(true) }); err != nil {
 		c.stop()
 		return nil, fmt.Errorf("redistest: cluster not ready: %w", err)
 	}
@@ -141,6 +143,23 @@ type nodeView struct {
 func (v nodeView) has(flag string) bool { return slices.Contains(v.flags, flag) }
 
 func (v nodeView) failed() bool { return v.has("fail") || v.has("fail?") }
+
+// everyView asks every live node what it says of node id, and returns the first
+// error check makes of it; check gets the asking node, its view of id and whether
+// it lists id at all.
+func (c *Cluster) everyView(id string, check func(asked *Node, v nodeView, listed bool) error) error {
+	for _, n := range c.live() {
+		views, err := c.view(n)
+		if err != nil {
+			return err
+		}
+		v, ok := views[id]
+		if err := check(n, v, ok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (c *Cluster) view(n *Node) (map[string]nodeView, error) {
 	out, err := n.Do("CLUSTER", "NODES")
@@ -271,7 +290,7 @@ func (c *Cluster) ready(withReplicas bool) error {
 // owners, and every slot is served by a live primary.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
-	if err := poll(c.failoverBound(), 50*time.Millisecond, func() error { return c.ready(false) }); err != nil {
+	if err := polltest.Until(c.failoverBound(), func() error { return c.ready(false) }); err != nil {
 		t.Fatalf("redistest: cluster not ok: %v", err)
 	}
 }
@@ -280,7 +299,7 @@ func (c *Cluster) WaitOK(t testing.TB) {
 // or "fail").
 func (c *Cluster) WaitState(t testing.TB, state string) {
 	t.Helper()
-	err := poll(c.failoverBound(), 50*time.Millisecond, func() error {
+	err := polltest.Until(c.failoverBound(), func() error {
 		for _, n := range c.live() {
 			out, err := n.Do("CLUSTER", "INFO")
 			if err != nil {
@@ -374,7 +393,7 @@ func (c *Cluster) WaitReplicated(t testing.TB, primary *Node) {
 	if err != nil {
 		t.Fatalf("redistest: master_repl_offset %q", info["master_repl_offset"])
 	}
-	err = poll(30*time.Second, 20*time.Millisecond, func() error {
+	err = polltest.Until(30*time.Second, func() error {
 		info, err := primary.Info("replication")
 		if err != nil {
 			return err
@@ -404,7 +423,7 @@ func (c *Cluster) WaitReplicated(t testing.TB, primary *Node) {
 func (c *Cluster) Failover(t testing.TB, replica *Node) {
 	t.Helper()
 	var asked time.Time
-	err := poll(c.failoverBound(), 50*time.Millisecond, func() error {
+	err := polltest.Until(c.failoverBound(), func() error {
 		info, err := replica.Info("replication")
 		if err != nil {
 			return err
@@ -420,14 +439,14 @@ func (c *Cluster) Failover(t testing.TB, replica *Node) {
 			}
 			return fmt.Errorf("%s: role %s: %w", replica.Addr, info["role"], errNotReady)
 		}
-		for _, n := range c.live() {
-			views, err := c.view(n)
-			if err != nil {
-				return err
-			}
-			if v := views[replica.id]; !v.has("master") || len(v.slots) == 0 {
+		err = c.everyView(replica.id, func(n *Node, v nodeView, _ bool) error {
+			if !v.has("master") || len(v.slots) == 0 {
 				return fmt.Errorf("%s does not see %s as primary yet: %w", n.Addr, replica.Addr, errNotReady)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return c.ready(false)
 	})
@@ -442,15 +461,15 @@ func (c *Cluster) Failover(t testing.TB, replica *Node) {
 func (c *Cluster) Kill(t testing.TB, n *Node) {
 	t.Helper()
 	n.kill()
-	err := poll(c.failoverBound(), 50*time.Millisecond, func() error {
-		for _, m := range c.live() {
-			views, err := c.view(m)
-			if err != nil {
-				return err
-			}
-			if v, ok := views[n.id]; ok && !v.has("fail") {
+	err := polltest.Until(c.failoverBound(), func() error {
+		err := c.everyView(n.id, func(m *Node, v nodeView, ok bool) error {
+			if ok && !v.has("fail") {
 				return fmt.Errorf("%s does not flag %s failed yet: %w", m.Addr, n.Addr, errNotReady)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return c.ready(false)
 	})
@@ -509,7 +528,7 @@ func (c *Cluster) FinishMigration(t testing.TB, slot int, from, to *Node) {
 			p.MustDo(t, "CLUSTER", "SETSLOT", s, "NODE", to.id)
 		}
 	}
-	err := poll(30*time.Second, 20*time.Millisecond, func() error {
+	err := polltest.Until(30*time.Second, func() error {
 		for _, n := range c.live() {
 			own, _, err := c.owners(n)
 			if err != nil {

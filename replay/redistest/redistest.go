@@ -46,6 +46,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/roomcast/roomcast/replay/polltest"
 )
 
 // Require skips t (fails it under CI=true) when redis-server or redis-cli is not on
@@ -325,27 +327,35 @@ func tryStartNode(dir string, port int, cluster bool, nodeTimeout time.Duration,
 		return nil, fmt.Errorf("redistest: start redis-server: %w", err)
 	}
 	n.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	exited := false
+	err = polltest.Until(10*time.Second, func() error {
 		out, err := n.DoTimeout(time.Second, "PING")
 		if err == nil && out == "PONG" {
-			return n, nil
+			return nil
 		}
 		if opts.ACLFile != "" && err != nil && strings.Contains(err.Error(), "NOAUTH") {
-			return n, nil // up, and its default user is off
+			return nil // up, and its default user is off
 		}
 		if exitedNoHang(cmd.Process.Pid) {
-			n.mu.Lock()
-			n.dead = true
-			n.mu.Unlock()
-			return nil, fmt.Errorf("redistest: redis-server on %s %w: %s", n.Addr, errExited, n.logTail())
+			exited = true
+			return nil // nothing left to wait for
 		}
-		if time.Now().After(deadline) {
-			n.kill()
-			return nil, fmt.Errorf("redistest: redis-server on %s not answering after 10s: %s", n.Addr, n.logTail())
+		if err == nil {
+			err = fmt.Errorf("PING answered %q", out)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	})
+	switch {
+	case exited:
+		n.mu.Lock()
+		n.dead = true
+		n.mu.Unlock()
+		return nil, fmt.Errorf("redistest: redis-server on %s %w: %s", n.Addr, errExited, n.logTail())
+	case err != nil:
+		n.kill()
+		return nil, fmt.Errorf("redistest: redis-server on %s not answering: %w: %s", n.Addr, err, n.logTail())
 	}
+	return n, nil
 }
 
 // Server is a standalone redis-server.
@@ -476,18 +486,3 @@ var errExited = errors.New("exited at start")
 
 // errNotReady is what a readiness poll returns while it should keep polling.
 var errNotReady = errors.New("not ready")
-
-// poll calls check every interval until it returns nil or timeout passes.
-func poll(timeout, interval time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: %w", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}

@@ -1,7 +1,8 @@
 // Package replaytest is the contract every replay.Log implementation passes: one
 // suite, run against each backend from a constructor. It also holds the repository's
-// one Eventually, one Clock and one SyncBuffer, here so that the tests of replay, rooms
-// and everything above may import them (imports point down only).
+// one Clock and one SyncBuffer, and Eventually, which forwards to replay/polltest
+// (the one poll loop, below replay/redistest), here so that the tests of replay,
+// rooms and everything above may import them (imports point down only).
 package replaytest
 
 import (

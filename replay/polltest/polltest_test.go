@@ -1,4 +1,4 @@
-package replaytest
+package polltest
 
 import (
 	"errors"
@@ -54,5 +54,20 @@ func TestEventually(t *testing.T) {
 	Eventually(r, 0, "never", func() bool { return false })
 	if r.msg == "" {
 		t.Error("a condition that never holds did not fail the test")
+	}
+}
+
+func TestUntil(t *testing.T) {
+	n := 0
+	if err := Until(10*time.Second, func() bool { n++; return n == 3 }); err != nil || n != 3 {
+		t.Errorf("Until: %v after %d calls, want nil after 3", err, n)
+	}
+	cause := errors.New("still wrong")
+	err := Until(0, func() error { return cause })
+	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "not within 0s") {
+		t.Errorf("Until past its bound: %v, want the check's error and the bound", err)
+	}
+	if err := Until(0, func() bool { return false }); err == nil {
+		t.Error("a predicate that never holds: nil error")
 	}
 }
