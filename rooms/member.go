@@ -29,7 +29,13 @@ type Item struct {
 	// read what follows.
 	After replay.Position
 
-	enc [MaxFramings]atomic.Pointer[[]byte] // the encodings made so far, by Framing.Slot
+	enc [MaxFramings]encoding // by Framing.Slot
+}
+
+// encoding is an item's event in one framing, made once.
+type encoding struct {
+	once sync.Once
+	b    []byte
 }
 
 // newItem is the item of ev.
@@ -64,18 +70,12 @@ type Framing struct {
 
 // Encoded returns the item's event in framing f, encoding it on the first call of
 // any reader: fan-out to a thousand members encodes once. A resync notice has no
-// event: a reader frames it itself. Two first calls at once may
-// both encode; one result is kept and returned to both. Read-only: it is shared.
+// event: a reader frames it itself. A call that comes while the first encodes waits
+// for it. Read-only: it is shared.
 func (it *Item) Encoded(f *Framing) []byte {
-	slot := &it.enc[f.Slot]
-	if p := slot.Load(); p != nil {
-		return *p
-	}
-	b := f.Encode(it.Event)
-	if slot.CompareAndSwap(nil, &b) {
-		return b
-	}
-	return *slot.Load()
+	e := &it.enc[f.Slot]
+	e.once.Do(func() { e.b = f.Encode(it.Event) })
+	return e.b
 }
 
 // Member is one stream's place in a room.
