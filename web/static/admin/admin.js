@@ -4,8 +4,10 @@
 //
 // ?interval=<ms> on the page URL changes the refresh period (default 2 s).
 //
-// When the gateway asks for an admin token (401), the page shows a field for it and
-// keeps the token in this tab's sessionStorage, sent as a bearer credential.
+// Only when the gateway asks for an admin token (a 401 from /admin/stats) does
+// the page show a field for it; it keeps the token in this tab's sessionStorage,
+// sent as a bearer credential. A call refused with a token that has since been
+// replaced does not forget the new one.
 
 const DEFAULT_INTERVAL = 2000;
 const HISTORY = 60; // samples kept per sparkline
@@ -34,16 +36,26 @@ const ui = {
   token: $('token'),
 };
 
-// headers are the request headers of the admin calls: the admin token, if any.
-function headers() {
-  const token = sessionStorage.getItem(TOKEN_KEY);
+// storedToken is the admin token this tab holds, or null.
+function storedToken() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+// headers are the request headers of an admin call sent with token (null for
+// none).
+function headers(token) {
   return token ? { Accept: 'application/json', Authorization: `Bearer ${token}` } : { Accept: 'application/json' };
 }
 
-// needToken forgets a refused token and asks for one.
-function needToken() {
+// refused handles a 401 to a call sent with token. It forgets the token and
+// asks for one, unless the token was replaced while the call was in flight: the
+// refusal is then about the old one, and the new one has a call of its own.
+// It reports whether the refusal is still current.
+function refused(token) {
+  if (storedToken() !== token) return false;
   sessionStorage.removeItem(TOKEN_KEY);
   ui.tokenForm.hidden = false;
+  return true;
 }
 
 ui.tokenForm.addEventListener('submit', (e) => {
@@ -76,15 +88,19 @@ async function refresh() {
   timer = 0;
   const abort = new AbortController();
   const deadline = setTimeout(() => abort.abort(), Math.max(interval, 3000));
+  // The poll carries the token it was sent with: a 401 speaks only for that one.
+  const token = storedToken();
   try {
     const res = await fetch(statsURL, {
       cache: 'no-store',
-      headers: headers(),
+      headers: headers(token),
       signal: abort.signal,
     });
-    if (res.status === 401) needToken();
+    if (res.status === 401 && !refused(token)) return;
     if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
     render(await res.json());
+    // The gateway answered: it takes this token, or asks for none.
+    if (storedToken() === token) ui.tokenForm.hidden = true;
     ui.banner.hidden = true;
   } catch (err) {
     const why = err.name === 'AbortError' ? 'no answer' : err.message;
@@ -205,8 +221,9 @@ ui.confirm.addEventListener('close', async () => {
   ui.drain.disabled = true;
   const box = ui.drainResult;
   try {
-    const res = await fetch(drainURL, { method: 'POST', headers: headers() });
-    if (res.status === 401) needToken();
+    const token = storedToken();
+    const res = await fetch(drainURL, { method: 'POST', headers: headers(token) });
+    if (res.status === 401) refused(token);
     const raw = await res.text();
     let data = null;
     try {
