@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -305,4 +306,80 @@ func openStream(t *testing.T, g *gateway, room string) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// chartView is what one of the operator page's charts shows.
+type chartView struct {
+	Max, Min         string    // the scale's labels (data-value)
+	MaxText, MinText string    // as shown
+	Labelled         bool      // both labels are laid out on screen
+	Caption          string    // what is plotted over which window
+	Ys               []float64 // the line's y coordinates, oldest first (0 is the top, 28 the bottom)
+}
+
+const chartsJS = `Object.fromEntries([...document.querySelectorAll('svg[data-spark]')].map((svg) => {
+	const chart = svg.closest('.chart');
+	const label = (cls) => chart?.querySelector('.' + cls);
+	const onScreen = (el) => Boolean(el) && el.offsetParent !== null && el.getBoundingClientRect().height > 0;
+	const ys = (svg.querySelector('polyline')?.getAttribute('points') ?? '').split(' ').filter(Boolean).map((p) => Number(p.split(',')[1]));
+	return [svg.dataset.spark, {
+		max: label('y-max')?.dataset.value ?? '', min: label('y-min')?.dataset.value ?? '',
+		maxText: label('y-max')?.textContent ?? '', minText: label('y-min')?.textContent ?? '',
+		labelled: onScreen(label('y-max')) && onScreen(label('y-min')),
+		caption: svg.closest('.tile').querySelector('.caption')?.textContent ?? '', ys }];
+}))`
+
+// TestOperatorPageCharts: each chart on the operator page has a scale a person
+// can read (numeric labels for its top and bottom, a caption), its line moves
+// when the numbers do, and a counter is charted as a rate: after a burst of
+// publishes its line comes back down to zero.
+func TestOperatorPageCharts(t *testing.T) {
+	gw := startGateway(t)
+	ctx, tab := newTab(t)
+	do(t, ctx, chromedp.Navigate(gw.adminURL("/?interval=250")))
+	waitFor(t, ctx, "the page to chart a few samples",
+		`document.getElementById('pod-state').dataset.state === 'ready' && `+
+			`document.querySelectorAll('svg[data-spark] polyline').length === 8`, chartsJS, 10*time.Second)
+
+	openStream(t, gw, "charts")
+	gw.publishN("charts", 30)
+	published := `(() => { const ys = charts.published.ys; return ys.length > 2 && Math.min(...ys) < 27 && ys.at(-1) === 27; })()`
+	waitFor(t, ctx, "the published chart to rise with the burst and come back to zero after it",
+		`(() => { const charts = `+chartsJS+`; return `+published+` && new Set(charts.connections.ys).size > 1; })()`,
+		chartsJS, 15*time.Second)
+
+	charts := eval[map[string]chartView](t, ctx, chartsJS)
+	if len(charts) != 8 {
+		t.Fatalf("%d charts, want 8: %v", len(charts), charts)
+	}
+	for key, c := range charts {
+		hi, errHi := strconv.ParseFloat(c.Max, 64)
+		lo, errLo := strconv.ParseFloat(c.Min, 64)
+		if errHi != nil || errLo != nil || !(hi > lo) || !c.Labelled || c.MaxText == "" || c.MinText == "" {
+			t.Errorf("chart %s: scale %q (%q) to %q (%q), on screen %v; want numeric labels, top above bottom",
+				key, c.Min, c.MinText, c.Max, c.MaxText, c.Labelled)
+		}
+		if !strings.Contains(c.Caption, "last") {
+			t.Errorf("chart %s: caption %q does not say its window", key, c.Caption)
+		}
+		for _, y := range c.Ys {
+			if y < 0 || y > 28 {
+				t.Errorf("chart %s: point at y=%v, outside the chart", key, y)
+			}
+		}
+	}
+	if c := charts["published"]; !strings.Contains(c.Caption, "per second") {
+		t.Errorf("the published chart's caption %q does not say it plots a rate", c.Caption)
+	}
+	// The top of a chart is a round number just above its peak.
+	if c := charts["connections"]; c.Max != "2" || c.Min != "0" {
+		t.Errorf("connections (0 then 1) charted from %s to %s, want 0 to 2", c.Min, c.Max)
+	}
+	if c := charts["rooms"]; c.Min != "0" || c.Max == "" {
+		t.Errorf("rooms charted from %s to %s", c.Min, c.Max)
+	}
+	screenshot(t, ctx, "operator-charts.png")
+	for _, e := range tab.errors() {
+		t.Errorf("console: %v", e)
+	}
 }
