@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -381,5 +382,89 @@ func TestOperatorPageCharts(t *testing.T) {
 	screenshot(t, ctx, "operator-charts.png")
 	for _, e := range tab.errors() {
 		t.Errorf("console: %v", e)
+	}
+}
+
+// demoSystemLines is a JavaScript expression: the demo page's system lines
+// (connection changes, resyncs, gaps), oldest first.
+const demoSystemLines = `[...document.querySelectorAll('#log li[data-kind=sys]')].map((li) => li.dataset.text).reverse()`
+
+// TestDemoPageRefusesReservedTypes: a type the gateway keeps for itself (its own
+// frames in any case, EventSource's own events) typed into the demo page's
+// publish form is refused in the form, with the reason; the page neither
+// publishes nor starts listening for it.
+func TestDemoPageRefusesReservedTypes(t *testing.T) {
+	gw := startGateway(t)
+	ctx, tab := newTab(t)
+	do(t, ctx, chromedp.Navigate(gw.url("/")))
+	waitFor(t, ctx, "the page to go live", `document.getElementById('state').dataset.state === 'open'`,
+		`document.getElementById('state').textContent`, 10*time.Second)
+	streams := tab.sent("GET " + gw.url("/rooms/lobby/events"))
+	for _, typ := range []string{"resync", "Reauth", "anchor", "error", "open"} {
+		do(t, ctx,
+			chromedp.SetValue(chromedp.ID("type"), typ),
+			chromedp.Click(chromedp.ID("publish")),
+		)
+		waitFor(t, ctx, "the refusal of "+typ,
+			`document.getElementById('publish-result').dataset.tone === 'bad' && `+
+				`document.getElementById('publish-result').innerText.includes(`+jsString(`"`+typ+`"`)+`) && `+
+				`document.getElementById('publish-result').innerText.includes('reserved') && `+
+				`document.getElementById('type').hasAttribute('aria-invalid')`,
+			`document.getElementById('publish-result').innerText`, 5*time.Second)
+		if !eval[bool](t, ctx, rendered("publish-result")) {
+			t.Errorf("the refusal of %s is not on screen", typ)
+		}
+	}
+	screenshot(t, ctx, "demo-reserved-type.png")
+	if lines := eval[[]string](t, ctx, demoSystemLines); slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "listening") }) {
+		t.Errorf("the page started listening for a reserved type: %q", lines)
+	}
+	if n := tab.sent("POST " + gw.url("/rooms/")); n != 0 {
+		t.Errorf("the page sent %d publishes with a reserved type", n)
+	}
+	if n := tab.sent("GET " + gw.url("/rooms/lobby/events")); n != streams {
+		t.Errorf("the page reopened its stream %d times for a reserved type", n-streams)
+	}
+
+	// A type of its own still goes out, once corrected.
+	do(t, ctx, chromedp.SetValue(chromedp.ID("type"), "resynced"), chromedp.Click(chromedp.ID("publish")))
+	waitFor(t, ctx, "the typed event", `document.querySelector('#log li[data-seq="1"][data-type=resynced]')`,
+		`[document.getElementById('publish-result').innerText, document.getElementById('log').innerText]`, 10*time.Second)
+	for _, e := range tab.errors() {
+		t.Errorf("console: %v", e)
+	}
+}
+
+// TestDemoPageResumeNotice: when its stream ends, the demo page says it
+// reconnected and asks to resume, and says it resumed only once the first
+// event after the reconnect continues from where it was.
+func TestDemoPageResumeNotice(t *testing.T) {
+	gw := startGateway(t)
+	ctx, _ := newTab(t)
+	const room = "notice"
+	do(t, ctx, chromedp.Navigate(gw.url("/#"+room)))
+	waitFor(t, ctx, "the page to go live", `document.getElementById('state').dataset.state === 'open'`,
+		`document.getElementById('state').textContent`, 10*time.Second)
+	before := gw.publishN(room, 2)
+	waitFor(t, ctx, "events 1 and 2", `document.querySelectorAll('#log li[data-kind=event]').length === 2`,
+		`document.getElementById('log').innerText`, 10*time.Second)
+
+	if n := gw.shed(100); n != 1 {
+		t.Fatalf("shed closed %d streams, want the page's", n)
+	}
+	waitFor(t, ctx, "the reconnect", `document.getElementById('count-reconnects').textContent === '1' && `+
+		`document.getElementById('state').dataset.state === 'open'`, demoSystemLines, 10*time.Second)
+	asking := "Reconnected; resuming after " + before[1].ID + "…"
+	if lines := eval[[]string](t, ctx, demoSystemLines); lines[len(lines)-1] != asking {
+		t.Fatalf("after the reconnect the page says %q, want %q last", lines, asking)
+	}
+	gw.publish(room, "after the reconnect")
+	waitFor(t, ctx, "event 3", `document.querySelector('#log li[data-kind=event][data-seq="3"]')`,
+		`document.getElementById('log').innerText`, 10*time.Second)
+	lines := eval[[]string](t, ctx, demoSystemLines)
+	want := []string{"Connected to room " + room + ".", "Stream ended; the browser reconnects on its own.", asking,
+		"Resumed after " + before[1].ID + ": nothing was missed."}
+	if !slices.Equal(lines, want) {
+		t.Errorf("the page says\n%q\nwant\n%q", lines, want)
 	}
 }
