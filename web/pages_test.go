@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +156,14 @@ func TestOperatorPage(t *testing.T) {
 	waitFor(t, ctx, "the page to show a ready pod", `document.getElementById('pod-state').dataset.state === 'ready'`,
 		`document.body.innerText`, 10*time.Second)
 	assertShown(t, ctx, want)
+	// This gateway has no admin token: the page never shows a prompt for one.
+	promptHidden := func() {
+		t.Helper()
+		if eval[bool](t, ctx, rendered("token-form")) {
+			t.Errorf("the admin token prompt is on screen, but this gateway asks for no token")
+		}
+	}
+	promptHidden()
 
 	// It refreshes on its own.
 	openStream(t, gw, "gamma")
@@ -165,6 +175,7 @@ func TestOperatorPage(t *testing.T) {
 			`document.querySelector('output[data-stat=delivered]').dataset.value === '8'`,
 		`document.body.innerText`, 10*time.Second)
 	assertShown(t, ctx, want)
+	promptHidden()
 	screenshot(t, ctx, "operator.png")
 
 	// Draining asks first; cancelling changes nothing.
@@ -296,4 +307,164 @@ func openStream(t *testing.T, g *gateway, room string) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// chartView is what one of the operator page's charts shows.
+type chartView struct {
+	Max, Min         string    // the scale's labels (data-value)
+	MaxText, MinText string    // as shown
+	Labelled         bool      // both labels are laid out on screen
+	Caption          string    // what is plotted over which window
+	Ys               []float64 // the line's y coordinates, oldest first (0 is the top, 28 the bottom)
+}
+
+const chartsJS = `Object.fromEntries([...document.querySelectorAll('svg[data-spark]')].map((svg) => {
+	const chart = svg.closest('.chart');
+	const label = (cls) => chart?.querySelector('.' + cls);
+	const onScreen = (el) => Boolean(el) && el.offsetParent !== null && el.getBoundingClientRect().height > 0;
+	const ys = (svg.querySelector('polyline')?.getAttribute('points') ?? '').split(' ').filter(Boolean).map((p) => Number(p.split(',')[1]));
+	return [svg.dataset.spark, {
+		max: label('y-max')?.dataset.value ?? '', min: label('y-min')?.dataset.value ?? '',
+		maxText: label('y-max')?.textContent ?? '', minText: label('y-min')?.textContent ?? '',
+		labelled: onScreen(label('y-max')) && onScreen(label('y-min')),
+		caption: svg.closest('.tile').querySelector('.caption')?.textContent ?? '', ys }];
+}))`
+
+// TestOperatorPageCharts: each chart on the operator page has a scale a person
+// can read (numeric labels for its top and bottom, a caption), its line moves
+// when the numbers do, and a counter is charted as a rate: after a burst of
+// publishes its line comes back down to zero.
+func TestOperatorPageCharts(t *testing.T) {
+	gw := startGateway(t)
+	ctx, tab := newTab(t)
+	do(t, ctx, chromedp.Navigate(gw.adminURL("/?interval=250")))
+	waitFor(t, ctx, "the page to chart a few samples",
+		`document.getElementById('pod-state').dataset.state === 'ready' && `+
+			`document.querySelectorAll('svg[data-spark] polyline').length === 8`, chartsJS, 10*time.Second)
+
+	openStream(t, gw, "charts")
+	gw.publishN("charts", 30)
+	published := `(() => { const ys = charts.published.ys; return ys.length > 2 && Math.min(...ys) < 27 && ys.at(-1) === 27; })()`
+	waitFor(t, ctx, "the published chart to rise with the burst and come back to zero after it",
+		`(() => { const charts = `+chartsJS+`; return `+published+` && new Set(charts.connections.ys).size > 1; })()`,
+		chartsJS, 15*time.Second)
+
+	charts := eval[map[string]chartView](t, ctx, chartsJS)
+	if len(charts) != 8 {
+		t.Fatalf("%d charts, want 8: %v", len(charts), charts)
+	}
+	for key, c := range charts {
+		hi, errHi := strconv.ParseFloat(c.Max, 64)
+		lo, errLo := strconv.ParseFloat(c.Min, 64)
+		if errHi != nil || errLo != nil || !(hi > lo) || !c.Labelled || c.MaxText == "" || c.MinText == "" {
+			t.Errorf("chart %s: scale %q (%q) to %q (%q), on screen %v; want numeric labels, top above bottom",
+				key, c.Min, c.MinText, c.Max, c.MaxText, c.Labelled)
+		}
+		if !strings.Contains(c.Caption, "last") {
+			t.Errorf("chart %s: caption %q does not say its window", key, c.Caption)
+		}
+		for _, y := range c.Ys {
+			if y < 0 || y > 28 {
+				t.Errorf("chart %s: point at y=%v, outside the chart", key, y)
+			}
+		}
+	}
+	if c := charts["published"]; !strings.Contains(c.Caption, "per second") {
+		t.Errorf("the published chart's caption %q does not say it plots a rate", c.Caption)
+	}
+	// The top of a chart is a round number just above its peak.
+	if c := charts["connections"]; c.Max != "2" || c.Min != "0" {
+		t.Errorf("connections (0 then 1) charted from %s to %s, want 0 to 2", c.Min, c.Max)
+	}
+	if c := charts["rooms"]; c.Min != "0" || c.Max == "" {
+		t.Errorf("rooms charted from %s to %s", c.Min, c.Max)
+	}
+	screenshot(t, ctx, "operator-charts.png")
+	for _, e := range tab.errors() {
+		t.Errorf("console: %v", e)
+	}
+}
+
+// demoSystemLines is a JavaScript expression: the demo page's system lines
+// (connection changes, resyncs, gaps), oldest first.
+const demoSystemLines = `[...document.querySelectorAll('#log li[data-kind=sys]')].map((li) => li.dataset.text).reverse()`
+
+// TestDemoPageRefusesReservedTypes: a type the gateway keeps for itself (its own
+// frames in any case, EventSource's own events) typed into the demo page's
+// publish form is refused in the form, with the reason; the page neither
+// publishes nor starts listening for it.
+func TestDemoPageRefusesReservedTypes(t *testing.T) {
+	gw := startGateway(t)
+	ctx, tab := newTab(t)
+	do(t, ctx, chromedp.Navigate(gw.url("/")))
+	waitFor(t, ctx, "the page to go live", `document.getElementById('state').dataset.state === 'open'`,
+		`document.getElementById('state').textContent`, 10*time.Second)
+	streams := tab.sent("GET " + gw.url("/rooms/lobby/events"))
+	for _, typ := range []string{"resync", "Reauth", "anchor", "error", "open"} {
+		do(t, ctx,
+			chromedp.SetValue(chromedp.ID("type"), typ),
+			chromedp.Click(chromedp.ID("publish")),
+		)
+		waitFor(t, ctx, "the refusal of "+typ,
+			`document.getElementById('publish-result').dataset.tone === 'bad' && `+
+				`document.getElementById('publish-result').innerText.includes(`+jsString(`"`+typ+`"`)+`) && `+
+				`document.getElementById('publish-result').innerText.includes('reserved') && `+
+				`document.getElementById('type').hasAttribute('aria-invalid')`,
+			`document.getElementById('publish-result').innerText`, 5*time.Second)
+		if !eval[bool](t, ctx, rendered("publish-result")) {
+			t.Errorf("the refusal of %s is not on screen", typ)
+		}
+	}
+	screenshot(t, ctx, "demo-reserved-type.png")
+	if lines := eval[[]string](t, ctx, demoSystemLines); slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "listening") }) {
+		t.Errorf("the page started listening for a reserved type: %q", lines)
+	}
+	if n := tab.sent("POST " + gw.url("/rooms/")); n != 0 {
+		t.Errorf("the page sent %d publishes with a reserved type", n)
+	}
+	if n := tab.sent("GET " + gw.url("/rooms/lobby/events")); n != streams {
+		t.Errorf("the page reopened its stream %d times for a reserved type", n-streams)
+	}
+
+	// A type of its own still goes out, once corrected.
+	do(t, ctx, chromedp.SetValue(chromedp.ID("type"), "resynced"), chromedp.Click(chromedp.ID("publish")))
+	waitFor(t, ctx, "the typed event", `document.querySelector('#log li[data-seq="1"][data-type=resynced]')`,
+		`[document.getElementById('publish-result').innerText, document.getElementById('log').innerText]`, 10*time.Second)
+	for _, e := range tab.errors() {
+		t.Errorf("console: %v", e)
+	}
+}
+
+// TestDemoPageResumeNotice: when its stream ends, the demo page says it
+// reconnected and asks to resume, and says it resumed only once the first
+// event after the reconnect continues from where it was.
+func TestDemoPageResumeNotice(t *testing.T) {
+	gw := startGateway(t)
+	ctx, _ := newTab(t)
+	const room = "notice"
+	do(t, ctx, chromedp.Navigate(gw.url("/#"+room)))
+	waitFor(t, ctx, "the page to go live", `document.getElementById('state').dataset.state === 'open'`,
+		`document.getElementById('state').textContent`, 10*time.Second)
+	before := gw.publishN(room, 2)
+	waitFor(t, ctx, "events 1 and 2", `document.querySelectorAll('#log li[data-kind=event]').length === 2`,
+		`document.getElementById('log').innerText`, 10*time.Second)
+
+	if n := gw.shed(100); n != 1 {
+		t.Fatalf("shed closed %d streams, want the page's", n)
+	}
+	waitFor(t, ctx, "the reconnect", `document.getElementById('count-reconnects').textContent === '1' && `+
+		`document.getElementById('state').dataset.state === 'open'`, demoSystemLines, 10*time.Second)
+	asking := "Reconnected; resuming after " + before[1].ID + "…"
+	if lines := eval[[]string](t, ctx, demoSystemLines); lines[len(lines)-1] != asking {
+		t.Fatalf("after the reconnect the page says %q, want %q last", lines, asking)
+	}
+	gw.publish(room, "after the reconnect")
+	waitFor(t, ctx, "event 3", `document.querySelector('#log li[data-kind=event][data-seq="3"]')`,
+		`document.getElementById('log').innerText`, 10*time.Second)
+	lines := eval[[]string](t, ctx, demoSystemLines)
+	want := []string{"Connected to room " + room + ".", "Stream ended; the browser reconnects on its own.", asking,
+		"Resumed after " + before[1].ID + ": nothing was missed."}
+	if !slices.Equal(lines, want) {
+		t.Errorf("the page says\n%q\nwant\n%q", lines, want)
+	}
 }

@@ -252,6 +252,16 @@ func TestModuleResyncsAfterRestart(t *testing.T) {
 				`document.getElementById('count-resyncs').textContent === '1' && `+
 					`document.querySelectorAll('#log li[data-kind=event]').length === 5`,
 				`document.getElementById('log').innerText`, 10*time.Second)
+			// Its notices agree: it never claims to have resumed a stream that
+			// resynced, and says the history after its position was lost.
+			lines := eval[[]string](t, ctx, demoSystemLines)
+			lost := slices.ContainsFunc(lines, func(l string) bool {
+				return strings.HasPrefix(l, "History was lost after "+old[2].ID+": continuing from ")
+			})
+			claimed := slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(strings.ToLower(l), "resumed") })
+			if !lost || claimed {
+				t.Errorf("the demo page says %q; want the history after %s said lost, and nothing said resumed", lines, old[2].ID)
+			}
 		})
 	}
 }

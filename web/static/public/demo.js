@@ -5,10 +5,15 @@
 // application would: it resumes after drops and restarts, never shows an
 // event twice and says so when history was lost.
 
-import { subscribe, ROOM_PATTERN } from '../roomcast.js';
+import { subscribe, formatEventId, ROOM_PATTERN } from '../roomcast.js';
 
 const MAX_ROWS = 200; // log lines kept on screen
 const DEFAULT_ROOM = 'lobby';
+const TYPE_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+// The gateway's own frames, in any case: a publisher may not use them.
+const GATEWAY_TYPES = ['resync', 'reauth', 'anchor'];
+// EventSource's own events: a listener could not tell them from the connection's.
+const EVENTSOURCE_TYPES = ['error', 'open'];
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -35,6 +40,9 @@ const ui = {
 let sub = null; // the current Subscription, null when not in a room
 let resubscribing = false; // the next 'open' belongs to a resubscription
 let room = ''; // the room joined
+// After a reconnect, the id the stream was asked to resume after, until its
+// first frame says whether it did (an event) or could not (a resync).
+let resuming = null;
 const types = new Set(); // event types listened for besides "message"
 // Counters for the room, kept across resubscriptions.
 const totals = { events: 0, reconnects: 0, resyncs: 0, gaps: 0 };
@@ -49,19 +57,29 @@ function join(name, resumeFrom) {
     Object.keys(totals).forEach((k) => { totals[k] = 0; });
   }
   room = name;
+  resuming = null;
   ui.room.value = name;
   history.replaceState(null, '', `#${encodeURIComponent(name)}`);
   sub = subscribe(name, {
     types: [...types],
     lastEventId: resumeFrom,
-    onEvent: showEvent,
+    onEvent: (ev) => {
+      if (resuming !== null) {
+        addSystem(`Resumed after ${resuming}: nothing was missed.`, 'ok');
+        resuming = null;
+      }
+      showEvent(ev);
+    },
     onResync: (r) => {
       totals.resyncs++;
       updateFacts();
-      const from = r.previous ? ` (was ${r.previous})` : '';
-      addSystem(`History changed: continuing in epoch ${r.epoch} after #${r.seq}${from}. An app would reload its state now.`, 'warn');
+      const was = r.previous ?? resuming;
+      resuming = null;
+      const at = was ? ` after ${was}` : '';
+      addSystem(`History was lost${at}: continuing from ${resyncPoint(r)}. An app would reload its state now.`, 'warn');
     },
     onGap: (g) => {
+      resuming = null;
       totals.gaps++;
       updateFacts();
       const what = g.from === g.to ? `#${g.from} is` : `#${g.from}–#${g.to} are`;
@@ -92,6 +110,13 @@ function resubscribe() {
   join(room, sub.lastEventId || undefined);
 }
 
+// resyncPoint says where the stream continues after a resync.
+function resyncPoint(r) {
+  if (r.unanchored) return 'wherever the room is now';
+  if (r.seq > 0) return formatEventId({ epoch: r.epoch, seq: r.seq });
+  return r.epoch ? `the start of epoch ${r.epoch}` : 'the start of the room\'s new history';
+}
+
 // --- Rendering ------------------------------------------------------------
 
 const STATE_VIEW = {
@@ -112,8 +137,11 @@ function showState(state, detail) {
     if (resubscribing) {
       resubscribing = false; // already announced by publish()
     } else if (wasOpen) {
+      // Whether the stream resumed is known only from its first frame: an
+      // event continuing the id, or a resync.
       totals.reconnects++;
-      addSystem('Reconnected; resumed where the stream stopped.', 'ok');
+      resuming = sub?.lastEventId || null;
+      addSystem(resuming ? `Reconnected; resuming after ${resuming}…` : 'Reconnected.', resuming ? '' : 'ok');
     } else {
       addSystem(`Connected to room ${room}.`, 'ok');
     }
@@ -221,6 +249,13 @@ async function publish() {
     return;
   }
   const type = ui.type.value.trim();
+  const refusal = typeRefusal(type);
+  ui.type.toggleAttribute('aria-invalid', Boolean(refusal));
+  if (refusal) {
+    showResult('bad', `Type "${type}" cannot be published`, refusal);
+    ui.type.focus();
+    return;
+  }
   if (type && type !== 'message' && !types.has(type)) {
     // EventSource only delivers the types it listens for: reopen the
     // stream from where the page is, now listening for this type too.
@@ -261,6 +296,20 @@ async function publish() {
   } finally {
     ui.publish.disabled = false;
   }
+}
+
+// typeRefusal says why the gateway would refuse an event type, or '' when it
+// takes it (no type is "message").
+function typeRefusal(type) {
+  if (!type) return '';
+  if (GATEWAY_TYPES.includes(type.toLowerCase())) {
+    return `${GATEWAY_TYPES.join(', ')} (in any case) are reserved: the gateway sends them itself. Pick another type.`;
+  }
+  if (EVENTSOURCE_TYPES.includes(type)) {
+    return `${EVENTSOURCE_TYPES.join(' and ')} are reserved: EventSource fires them itself. Pick another type.`;
+  }
+  if (!TYPE_PATTERN.test(type)) return 'Use 1–64 of A–Z a–z 0–9 . _ -';
+  return '';
 }
 
 function showError(res, data, raw) {
@@ -339,6 +388,7 @@ ui.joinForm.addEventListener('submit', (e) => {
   if (ROOM_PATTERN.test(name)) join(name);
 });
 ui.leave.addEventListener('click', leave);
+ui.type.addEventListener('input', () => ui.type.removeAttribute('aria-invalid'));
 ui.publishForm.addEventListener('submit', (e) => {
   e.preventDefault();
   publish();
