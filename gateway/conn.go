@@ -369,36 +369,35 @@ func (c *conn) live() rooms.Reason {
 // add appends room i's live item to the batch as stepItem decides, moving the
 // room's sent position on.
 func (c *conn) add(i int, it *rooms.Item) {
-	s, t, b, r := c.s, c.t, &c.batch, &c.rooms[i]
+	b, r := &c.batch, &c.rooms[i]
 	st := stepItem(it, r.sent)
 	switch {
 	case st.skip:
 		return
 	case st.fork:
-		s.m.resyncsSent.Inc()
-		c.setSent(i, it.Pos)
-		b.buf = t.appendResync(b.buf, c, i, it.Pos, true)
-		c.ends = append(c.ends, len(b.buf))
+		c.addResync(i, it.Pos, true)
 		return
 	case st.resync:
-		s.m.resyncsSent.Inc()
-		c.setSent(i, st.resyncAt)
-		b.buf = t.appendResync(b.buf, c, i, st.resyncAt, false)
-		c.ends = append(c.ends, len(b.buf))
+		c.addResync(i, st.resyncAt, false)
 	case !st.event:
 		// A resync notice of the room.
-		s.m.resyncsSent.Inc()
-		c.setSent(i, it.Pos)
-		b.buf = t.appendResync(b.buf, c, i, it.Pos, false)
-		c.ends = append(c.ends, len(b.buf))
+		c.addResync(i, it.Pos, false)
 		return
 	}
 	c.setSent(i, it.Pos)
-	b.buf = t.appendEvent(b.buf, c, i, it)
+	b.buf = c.t.appendEvent(b.buf, c, i, it)
 	c.ends = append(c.ends, len(b.buf))
 	b.n++
 	b.ts = append(b.ts, it.TS())
 	r.batched++
+}
+
+// addResync appends to the batch the notice that room i continues after head.
+func (c *conn) addResync(i int, head replay.Position, fork bool) {
+	c.s.m.resyncsSent.Inc()
+	c.setSent(i, head)
+	c.batch.buf = c.t.appendResync(c.batch.buf, c, i, head, fork)
+	c.ends = append(c.ends, len(c.batch.buf))
 }
 
 // full reports whether the batch being gathered has reached batchBytes.

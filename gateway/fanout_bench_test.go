@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 	"github.com/roomcast/roomcast/replay"
 )
 
@@ -52,12 +50,7 @@ func BenchmarkFanoutWire(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for {
-					if n, _ := delivered(); n-base >= int64(end)*conns {
-						break
-					}
-					time.Sleep(50 * time.Microsecond)
-				}
+				awaitDelivered(counters, base, int64(end)*conns)
 			}
 			b.StopTimer()
 			n, after := delivered()
@@ -94,25 +87,22 @@ func openCountingStream(b *testing.B, u string) *wireCounter {
 // counts the bytes and event frames it reads until the benchmark ends.
 func openCountingWS(b *testing.B, base, client string) *wireCounter {
 	ctx, cancel := context.WithCancel(context.Background())
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", nil)
+	c, _, err := wsclient.Dial(ctx, wsclient.URL(base), wsclient.Options{})
 	if err != nil {
 		b.Fatalf("dial: %v", err)
 	}
-	c.SetReadLimit(1 << 20)
-	hello, _ := json.Marshal(map[string]any{"v": 1, "kind": "hello", "client": "anon:" + client,
-		"boot": replay.NewBoot(time.Now()), "rooms": map[string]string{"bench": ""}})
-	if err := c.Write(ctx, websocket.MessageText, hello); err != nil {
+	if err := c.Hello(ctx, "anon:"+client, replay.NewBoot(time.Now()), map[string]string{"bench": ""}); err != nil {
 		b.Fatalf("hello: %v", err)
 	}
-	if _, welcome, err := c.Read(ctx); err != nil || !bytes.Contains(welcome, []byte(`"welcome"`)) {
-		b.Fatalf("welcome: %s %v", welcome, err)
+	if f, err := c.Read(ctx); err != nil || f.Kind != wsclient.KindWelcome {
+		b.Fatalf("welcome: %+v %v", f, err)
 	}
 	wc := &wireCounter{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			_, m, err := c.Read(ctx)
+			m, _, err := c.ReadRaw(ctx)
 			if err != nil {
 				return
 			}
@@ -124,4 +114,18 @@ func openCountingWS(b *testing.B, base, client string) *wireCounter {
 	}()
 	b.Cleanup(func() { cancel(); <-done; _ = c.CloseNow() })
 	return wc
+}
+
+// awaitDelivered waits until the counters have read n events more than base.
+func awaitDelivered(counters []*wireCounter, base, n int64) {
+	for {
+		var got int64
+		for _, c := range counters {
+			got += c.events.Load()
+		}
+		if got-base >= n {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/roomcast/roomcast/replay"
 )
@@ -82,12 +81,7 @@ func BenchmarkMultiplexed(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for {
-					if n, _ := delivered(); n-base >= int64(end) {
-						break
-					}
-					time.Sleep(50 * time.Microsecond)
-				}
+				awaitDelivered(counters, base, int64(end))
 			}
 			b.StopTimer()
 			n, after := delivered()
