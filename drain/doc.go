@@ -7,6 +7,10 @@
 // burst. Whatever is still open at Timeout (counted from Start) is closed by force.
 // Force skips straight to that final close.
 //
+// The Target's unit is a connection (the gateway's Connections: a stream, a
+// multiplexed stream, a WebSocket connection), never a room membership: a connection
+// of 32 rooms is one close in the pacing and in Closed, as a stream of one room is.
+//
 // # Must not
 //
 // Know about rooms, HTTP or Redis: it drives a Target.
