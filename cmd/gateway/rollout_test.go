@@ -477,24 +477,29 @@ func TestRolloutReconnectStorm(t *testing.T) {
 	if scrapeErrs > 0 {
 		t.Errorf("%d scrapes failed, the first with %v", scrapeErrs, scrapeErr)
 	}
+	// The pod's view needs scrapes well inside a second of each other; a machine too
+	// loaded to scrape that often (each scrape taking seconds) cannot show it, and the
+	// clients' exact check below still bounds the admissions.
+	peak, peakAt := 0.0, time.Duration(0)
 	if len(samples) < 20 {
 		var took []time.Duration
 		for _, s := range samples {
 			took = append(took, s.end.Sub(s.start).Round(time.Millisecond))
 		}
-		t.Fatalf("only %d samples of /metrics over %s, taking %v", len(samples), time.Since(start).Round(time.Millisecond), took)
-	}
-	peak, peakAt := 0.0, time.Duration(0)
-	for i := range samples {
-		for j := i + 1; j < len(samples) && samples[j].end.Sub(samples[i].start) <= time.Second; j++ {
-			if d := samples[j].opened - samples[i].opened; d > peak {
-				peak, peakAt = d, samples[i].start.Sub(start)
+		t.Logf("only %d samples of /metrics over %s, taking %v: the pod's own count is not checked, the clients' is",
+			len(samples), time.Since(start).Round(time.Millisecond), took)
+	} else {
+		for i := range samples {
+			for j := i + 1; j < len(samples) && samples[j].end.Sub(samples[i].start) <= time.Second; j++ {
+				if d := samples[j].opened - samples[i].opened; d > peak {
+					peak, peakAt = d, samples[i].start.Sub(start)
+				}
 			}
 		}
-	}
-	if limit := burst + rate*(1+counterLag.Seconds()); peak > limit {
-		t.Errorf("the pod counted %v streams opened within one second (from %s into the storm), over rate %d + burst %d (+%s of lag: %v)",
-			peak, peakAt.Round(time.Millisecond), rate, burst, counterLag, limit)
+		if limit := burst + rate*(1+counterLag.Seconds()); peak > limit {
+			t.Errorf("the pod counted %v streams opened within one second (from %s into the storm), over rate %d + burst %d (+%s of lag: %v)",
+				peak, peakAt.Round(time.Millisecond), rate, burst, counterLag, limit)
+		}
 	}
 	// The same from the clients' side, exactly. A stream took its token after its
 	// request went out and before its response arrived, so for any a ≤ b the
