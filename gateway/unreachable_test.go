@@ -82,27 +82,52 @@ func TestRedisDownSaidPlainly(t *testing.T) {
 		})
 	}
 
+	// The first publish on a connection the server dropped may read EOF after
+	// writing: its outcome is unknown, and the answer names the backend too. The
+	// publishes after it are never sent: unavailable.
+	unknownSaid := func(t *testing.T, msg string) bool {
+		t.Helper()
+		if !strings.HasPrefix(msg, "the event may have been published: its outcome is unknown (the event log, redis at "+srv.Addr+": ") {
+			t.Fatalf("outcome unknown: %q", msg)
+		}
+		return true
+	}
 	t.Run("publish", func(t *testing.T) {
-		res := do(t, http.MethodPost, p.public.URL+"/rooms/"+room+"/events", `{"i":2}`, "Content-Type", "application/json")
-		assertError(t, res, http.StatusServiceUnavailable, "unavailable")
-		var body struct{ Message string }
-		_ = json.Unmarshal([]byte(res.body), &body)
-		if !strings.HasPrefix(body.Message, "the event log (redis at "+srv.Addr+") is unavailable: ") ||
-			!strings.HasSuffix(body.Message, "; the event was not published; retry later") ||
-			strings.Contains(res.body, password) || res.header.Get("Retry-After") == "" {
-			t.Fatalf("publish with redis down: %s (Retry-After %q)", res.body, res.header.Get("Retry-After"))
+		for i := 0; ; i++ {
+			res := do(t, http.MethodPost, p.public.URL+"/rooms/"+room+"/events", `{"i":2}`, "Content-Type", "application/json")
+			var body struct{ Error, Message string }
+			_ = json.Unmarshal([]byte(res.body), &body)
+			if body.Error == "outcome_unknown" && i < 20 && unknownSaid(t, body.Message) {
+				continue
+			}
+			assertError(t, res, http.StatusServiceUnavailable, "unavailable")
+			if !strings.HasPrefix(body.Message, "the event log (redis at "+srv.Addr+") is unavailable: ") ||
+				!strings.HasSuffix(body.Message, "; the event was not published; retry later") ||
+				strings.Contains(res.body, password) || res.header.Get("Retry-After") == "" {
+				t.Fatalf("publish with redis down: %s (Retry-After %q)", res.body, res.header.Get("Retry-After"))
+			}
+			break
 		}
 	})
 
 	t.Run("batch", func(t *testing.T) {
-		res := do(t, http.MethodPost, p.public.URL+"/events", `[{"room":"`+room+`","body":1}]`, "Content-Type", "application/json")
-		var items []struct {
-			Status         int
-			Error, Message string
-		}
-		if err := json.Unmarshal([]byte(res.body), &items); err != nil || len(items) != 1 || items[0].Status != http.StatusServiceUnavailable ||
-			!strings.HasPrefix(items[0].Message, "the event log (redis at "+srv.Addr+") is unavailable: ") || strings.Contains(res.body, password) {
-			t.Fatalf("batch with redis down: %d %s", res.status, res.body)
+		for i := 0; ; i++ {
+			res := do(t, http.MethodPost, p.public.URL+"/events", `[{"room":"`+room+`","body":1}]`, "Content-Type", "application/json")
+			var items []struct {
+				Status         int
+				Error, Message string
+			}
+			if err := json.Unmarshal([]byte(res.body), &items); err != nil || len(items) != 1 {
+				t.Fatalf("batch with redis down: %d %s", res.status, res.body)
+			}
+			if items[0].Error == "outcome_unknown" && i < 20 && unknownSaid(t, items[0].Message) {
+				continue
+			}
+			if items[0].Status != http.StatusServiceUnavailable || items[0].Error != "unavailable" ||
+				!strings.HasPrefix(items[0].Message, "the event log (redis at "+srv.Addr+") is unavailable: ") || strings.Contains(res.body, password) {
+				t.Fatalf("batch with redis down: %d %s", res.status, res.body)
+			}
+			break
 		}
 	})
 
