@@ -83,4 +83,11 @@
 // the credential does not grant: 403); an overloaded or draining pod answers 200, a
 // longer jittered retry: and an ended stream, because EventSource gives up for good
 // on anything else.
+//
+// Trouble with the event log is said plainly, naming the backend and its address as
+// the log describes itself (its Describe method, never a credential): a stream the
+// log fails ends with a comment line (": the event log (redis at 127.0.0.1:6379) is
+// unreachable; retry in a few seconds") before its retry hint, a WebSocket connection
+// with a close reason that says the same, and a publish it fails with a 503 whose
+// message names the backend and a short cause (logCause).
 package gateway

@@ -1,9 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
+	"strings"
+
+	"github.com/roomcast/roomcast/replay"
 )
 
 // apiError is an error answer: a status and the JSON body {"error","message"}.
@@ -70,10 +75,63 @@ func unavailable(msg string) *apiError {
 }
 
 // errOutcomeUnknown answers a publish that may have reached the log although the
-// call failed (no answer in time, a lost connection, too few replicas).
-func errOutcomeUnknown() *apiError {
+// call failed (no answer in time, a lost connection, too few replicas); log names
+// the backend and cause says what went wrong.
+func errOutcomeUnknown(log, cause string) *apiError {
 	e := newError(http.StatusServiceUnavailable, "outcome_unknown",
-		"the event may have been published: its outcome is unknown; retry with the same Idempotency-Key to publish it at most once")
+		"the event may have been published: its outcome is unknown (the event log, "+log+": "+cause+"); retry with the same Idempotency-Key to publish it at most once")
 	e.RetryAfter = 1
 	return e
+}
+
+// logUnavailable answers a call the event log could not serve: it names the backend
+// and its address (never a credential), says why in a few words and what became of
+// the call (then, e.g. "the event was not published").
+func (s *Server) logUnavailable(err error, then string) *apiError {
+	return unavailable("the event log (" + s.logName() + ") is unavailable: " + logCause(err) + "; " + then + "; retry later")
+}
+
+// logCause says in a few words why a call to the event log failed: a deadline, a
+// closed log, else the innermost error of the chain (a refused connection, Redis's
+// own words), without the wrappers that repeat the room or the address. It is cut to
+// printable ASCII, at most 100 bytes.
+func logCause(err error) string {
+	switch {
+	case err == nil:
+		return "no cause given"
+	case errors.Is(err, replay.ErrClosed):
+		return "the log is closed"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	}
+	parent, leaf := err, err
+	for {
+		var next error
+		switch u := leaf.(type) {
+		case interface{ Unwrap() error }:
+			next = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			// The log wraps as "<sentinel>: <cause>": the cause comes last.
+			if errs := u.Unwrap(); len(errs) > 0 {
+				next = errs[len(errs)-1]
+			}
+		}
+		if next == nil {
+			break
+		}
+		parent, leaf = leaf, next
+	}
+	cause := leaf.Error()
+	if leaf == replay.ErrUnavailable || leaf == replay.ErrOutcomeUnknown {
+		// A sentinel says only what kind of failure it was: the words after it in
+		// the error that wrapped it say which.
+		cause = "unreachable"
+		if rest, ok := strings.CutPrefix(parent.Error(), leaf.Error()+": "); ok && parent != leaf {
+			cause = rest
+		}
+	}
+	if cause = printableASCII(cause, 100); cause == "" {
+		return "unreachable"
+	}
+	return cause
 }

@@ -213,6 +213,10 @@ func (s *Server) recordPublished(took time.Duration) {
 func (s *Server) publishFailed(ctx context.Context, room string, err error) *apiError {
 	var aerr *apiError
 	switch {
+	case errors.Is(err, replay.ErrFull) && s.backend().Kind != "memory":
+		// A shared backend out of memory, not this gateway's own bounds.
+		s.cfg.Logger.Warn("publish failed", "room", room, "err", err)
+		aerr = unavailable("the event log (" + s.logName() + ") is full: " + logCause(err) + "; the event was not published; retry later")
 	case errors.Is(err, replay.ErrFull):
 		aerr = unavailable("the gateway holds as many rooms or bytes of history as it may; retry later")
 	case errors.Is(err, replay.ErrInvalid):
@@ -223,11 +227,11 @@ func (s *Server) publishFailed(ctx context.Context, room string, err error) *api
 		// The log may have run it: saying "not published" could make a retry
 		// without a key publish it twice.
 		s.cfg.Logger.Warn("publish outcome unknown", "room", room, "err", err)
-		aerr = errOutcomeUnknown()
+		aerr = errOutcomeUnknown(s.logName(), logCause(err))
 	default:
 		// Unavailable, closed or timed out: the event was not published.
 		s.cfg.Logger.Warn("publish failed", "room", room, "err", err)
-		aerr = unavailable("the event log is unavailable; the event was not published")
+		aerr = s.logUnavailable(err, "the event was not published")
 	}
 	s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 	return aerr

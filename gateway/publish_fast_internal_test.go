@@ -74,7 +74,7 @@ func TestBatchResultsAreTheJSONAnswer(t *testing.T) {
 		{Status: 201, Room: "a.b~c", Epoch: "k3x9q2ab", Seq: 7},
 		{Status: 400, Room: "<b>{\"x\n\u2028", Error: "invalid_room", Message: "room names are 1 to 128 characters"},
 		{Status: 201, Room: "z", Epoch: "0", Seq: replay.MaxSeq},
-		{Status: 503, Room: "q", Error: "unavailable", Message: "the event log is unavailable; the event was not published"},
+		{Status: 503, Room: "q", Error: "unavailable", Message: "the event log (redis at 127.0.0.1:6379) is unavailable: connection refused; the event was not published; retry later"},
 	}
 	want := make([]batchResult, len(results))
 	copy(want, results)

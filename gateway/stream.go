@@ -120,7 +120,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind connKi
 		if c.ctx.Err() == nil {
 			s.cfg.Logger.Warn("stream join failed", "rooms", names, "err", err)
 			s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
-			a.sw.turnAway(s)
+			var why []byte
+			if errors.Is(err, replay.ErrUnavailable) {
+				why = s.appendUnreachable(nil)
+			}
+			a.sw.turnAway(s, why)
 		}
 		return
 	}
@@ -153,7 +157,7 @@ func (s *Server) admitStream(w http.ResponseWriter, r *http.Request, names ...st
 		// The credential could not be checked now (a ticket with its store down):
 		// the client comes back later, as from any pod that cannot serve it now.
 		s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
-		sw.turnAway(s)
+		sw.turnAway(s, credentialUnchecked)
 		return nil
 	}
 	release, reject := s.admission.admit(r)
@@ -175,16 +179,31 @@ func (s *Server) admitStream(w http.ResponseWriter, r *http.Request, names ...st
 		// Draining or over a limit: a longer hint and an ended stream, never a
 		// non-200, which would make EventSource give up for good.
 		s.m.streamsTurned.WithLabelValues(reject).Inc()
-		sw.turnAway(s)
+		sw.turnAway(s, nil)
 		return nil
 	}
 	return &admittedStream{sw: sw, release: release, who: who}
 }
 
 // turnAway ends a stream the pod cannot serve now with a longer jittered retry
-// hint: the client comes back later, to this pod or another.
-func (sw *streamWriter) turnAway(s *Server) {
-	_ = sw.write(retryFrame(nil, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
+// hint, after why (comment lines saying why, or nil): the client comes back later,
+// to this pod or another.
+func (sw *streamWriter) turnAway(s *Server, why []byte) {
+	_ = sw.write(retryFrame(why, retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
+}
+
+// credentialUnchecked is the comment line of a stream turned away because its
+// credential could not be checked (a ticket with its store unreachable).
+var credentialUnchecked = []byte(": the credential cannot be checked now (its store is unreachable); retry in a few seconds\n")
+
+// appendUnreachable appends the comment line of a stream that ends because the event
+// log cannot be reached, naming the log's backend and address (never a credential):
+// a person reading the stream (curl, roomcastctl tail) learns why it ended, and
+// EventSource ignores it.
+func (s *Server) appendUnreachable(dst []byte) []byte {
+	dst = append(dst, ": the event log ("...)
+	dst = append(dst, s.logName()...)
+	return append(dst, ") is unreachable; retry in a few seconds\n"...)
 }
 
 // openStream sets the stream's headers; the first write sends them with status 200.
@@ -267,7 +286,9 @@ func (t *sseStream) tick(_ *conn, now time.Time) rooms.Reason {
 
 // end writes a stream's last words: a final jittered retry hint when it was moved
 // away (drain, shed), the reauth notice naming its rooms and a retry hint when its
-// credential ended, or a dropped connection for a client that could not keep up.
+// credential ended, a comment naming the unreachable event log and a longer retry
+// hint when the log failed it, or a dropped connection for a client that could not
+// keep up.
 func (t *sseStream) end(c *conn, reason rooms.Reason) {
 	s, sw := c.s, t.sw
 	switch reason {
@@ -284,6 +305,8 @@ func (t *sseStream) end(c *conn, reason rooms.Reason) {
 			names[i] = c.rooms[i].name
 		}
 		_ = sw.write(retryFrame(reauthFrame(exp, names...), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+	case rooms.ReasonUnavailable:
+		_ = sw.write(retryFrame(s.appendUnreachable(nil), retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
 	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
 		// Drop the connection rather than end the response cleanly: a client that
 		// does not read would otherwise keep the socket as an idle keep-alive

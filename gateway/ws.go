@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -398,6 +399,9 @@ func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 	wc.conn = s.newConn(wc.ctx, kindWS, wc, len(h.names))
 	if err := wc.conn.join(h.names); err != nil {
 		s.cfg.Logger.Warn("websocket join failed", "rooms", h.names, "err", err)
+		if errors.Is(err, replay.ErrUnavailable) {
+			return s.wsCloseFor(rooms.ReasonUnavailable)
+		}
 		return wsTryAgainLater, "a room is unavailable now"
 	}
 	return 0, ""
@@ -514,14 +518,16 @@ func (wc *wsConn) ping() {
 
 // end maps why the connection ended to its close code: a kick's code wins.
 func (wc *wsConn) end(_ *conn, reason rooms.Reason) {
-	wc.code, wc.why = wsCloseFor(reason)
+	wc.code, wc.why = wc.s.wsCloseFor(reason)
 	if reason == reasonKicked {
 		wc.code, wc.why = wc.kickCode, wc.kickReason
 	}
 }
 
-// wsCloseFor is the close code and reason of a connection that ended for reason.
-func wsCloseFor(reason rooms.Reason) (websocket.StatusCode, string) {
+// wsCloseFor is the close code and reason of a connection that ended for reason. A
+// connection the event log failed is told which backend could not be reached, in at
+// most the 123 bytes a close reason holds.
+func (s *Server) wsCloseFor(reason rooms.Reason) (websocket.StatusCode, string) {
 	switch reason {
 	case rooms.ReasonShed:
 		return wsServiceRestart, "the pod is draining: reconnect and resume"
@@ -530,7 +536,11 @@ func wsCloseFor(reason rooms.Reason) (websocket.StatusCode, string) {
 	case rooms.ReasonSlowConsumer:
 		return wsTryAgainLater, "slow consumer: reconnect and resume from the last id"
 	case rooms.ReasonUnavailable:
-		return wsTryAgainLater, "the event log is unavailable: reconnect later"
+		why := "the event log (" + s.logName() + ") is unreachable: reconnect later"
+		if len(why) > 123 {
+			why = "the event log (" + s.backend().Kind + ") is unreachable: reconnect later"
+		}
+		return wsTryAgainLater, why
 	case rooms.ReasonReauth:
 		return wsUnauthorized, "the credential expired or was revoked"
 	}

@@ -48,6 +48,10 @@
 // lost SPUBLISH); readers repair by the gap rule, and a periodic head check rings a
 // zero Event when a hot room's head is ahead of the last doorbell heard.
 //
+// Both logs report their backend (Health: its kind, whether it answers, since when)
+// and describe it for people (Describe: "memory", or "redis at <first seed>", never a
+// credential), for the messages that say what cannot be reached.
+//
 // # Control plane
 //
 // Both control planes have Tickets (single-use tickets, bounded, with a TTL) and

@@ -18,3 +18,6 @@ type Health struct {
 func (l *MemoryLog) Health() Health {
 	return Health{Kind: "memory", Up: true, ChangedAt: l.started}
 }
+
+// Describe names the embedded log's backend for people: "memory".
+func (l *MemoryLog) Describe() string { return "memory" }

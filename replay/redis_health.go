@@ -3,6 +3,8 @@ package replay
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,34 @@ const (
 // when any answers), and since when.
 func (l *RedisLog) Health() Health {
 	return *l.health.Load()
+}
+
+// Describe names the log's backend for people, for messages that say what cannot
+// be reached: "redis at <first seed>", with how many other seeds there are. It never
+// holds a credential: a seed's user information, if any, is left out.
+func (l *RedisLog) Describe() string {
+	if len(l.cfg.Addrs) == 0 {
+		return "redis"
+	}
+	d := "redis at " + hostPort(l.cfg.Addrs[0])
+	switch n := len(l.cfg.Addrs) - 1; n {
+	case 0:
+	case 1:
+		d += " and 1 other seed"
+	default:
+		d += " and " + strconv.Itoa(n) + " other seeds"
+	}
+	return d
+}
+
+// hostPort is a seed without any user information or scheme before its host.
+func hostPort(seed string) string {
+	if i := strings.LastIndex(seed, "@"); i >= 0 {
+		seed = seed[i+1:]
+	} else if i := strings.Index(seed, "://"); i >= 0 {
+		seed = seed[i+3:]
+	}
+	return seed
 }
 
 // setUp records the backend's reachability and logs every change once: a warning

@@ -17,8 +17,9 @@ import (
 )
 
 // TestStartsWhileRedisIsDown: a pod started while its Redis is unreachable starts and
-// is ready; streams get 200, a longer retry: and an end (never a status EventSource
-// gives up on), publishes 503 with Retry-After. When Redis comes up on that address
+// is ready; streams get 200, a comment naming Redis and its address, a longer retry:
+// and an end (never a status EventSource gives up on), publishes 503 naming them too,
+// with Retry-After. When Redis comes up on that address
 // the pod connects: publishes are 201 and streams receive them. /readyz stays 200
 // throughout.
 func TestStartsWhileRedisIsDown(t *testing.T) {
@@ -45,9 +46,12 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	}
 	body, err := io.ReadAll(res.Body) // the stream ends by itself
 	res.Body.Close()
-	retry, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(string(body)), "retry: "))
-	if err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") || retry < 2000 {
-		t.Fatalf("stream with redis down: %d %q %v, want 200 and one retry: of at least 2000ms", res.StatusCode, body, err)
+	// It says why, naming the backend and its address, then gives its retry hint.
+	comment, retryLine, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	retry, _ := strconv.Atoi(strings.TrimPrefix(retryLine, "retry: "))
+	if err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") || retry < 2000 ||
+		comment != ": the event log (redis at 127.0.0.1:"+strconv.Itoa(port)+") is unreachable; retry in a few seconds" {
+		t.Fatalf("stream with redis down: %d %q %v, want 200, a comment naming redis and its address and one retry: of at least 2000ms", res.StatusCode, body, err)
 	}
 	publish := func() *http.Response {
 		t.Helper()
@@ -58,9 +62,11 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 		return res
 	}
 	pub := publish()
+	msg, _ := io.ReadAll(pub.Body)
 	pub.Body.Close()
-	if pub.StatusCode != http.StatusServiceUnavailable || pub.Header.Get("Retry-After") == "" {
-		t.Fatalf("publish with redis down: %d, Retry-After %q", pub.StatusCode, pub.Header.Get("Retry-After"))
+	if pub.StatusCode != http.StatusServiceUnavailable || pub.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(msg), `"the event log (redis at 127.0.0.1:`+strconv.Itoa(port)+`) is unavailable: `) {
+		t.Fatalf("publish with redis down: %d %s, Retry-After %q", pub.StatusCode, msg, pub.Header.Get("Retry-After"))
 	}
 	ready()
 

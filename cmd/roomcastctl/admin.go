@@ -108,7 +108,7 @@ func (c *cli) printStats(raw []byte) error {
 	fmt.Fprintf(w, "drops\t%s\n", strings.Join(drops, ", "))
 	fmt.Fprintf(w, "repairs\t%d (resyncs %d)\n", s.Repairs, s.Resyncs)
 	fmt.Fprintf(w, "backend\t%s %s since %s\n", printable(s.Backend.Kind, 32), backend, printable(s.Backend.ChangedAt, 40))
-	fmt.Fprintf(w, "drain\t%d streams closed in %.1fs\n", s.Drain.Closed, s.Drain.ElapsedSeconds)
+	fmt.Fprintf(w, "drain\t%s closed in %.1fs\n", count(s.Drain.Closed, "stream", "streams"), s.Drain.ElapsedSeconds)
 	fmt.Fprintf(w, "access\t%s (users %d, tickets issued %d)\n", printable(s.Access.Mode, 16), s.Access.Users, s.Access.TicketsIssued)
 	return w.Flush()
 }
@@ -190,7 +190,7 @@ func (c *cli) roomList(ctx context.Context, o roomsOptions) error {
 	if l.Truncated {
 		more = fmt.Sprintf(", the first %d shown", len(l.Rooms))
 	}
-	c.printf("pod %s: %d rooms with local members%s\n", printable(l.Pod, 256), l.Total, more)
+	c.printf("pod %s: %s with local members%s\n", printable(l.Pod, 256), count(l.Total, "room", "rooms"), more)
 	if len(l.Rooms) == 0 {
 		return nil
 	}
@@ -341,8 +341,16 @@ Prints how many streams were closed.`,
 			if json.Unmarshal(raw, &a) != nil {
 				return errors.New("the answer is not {\"closed\"}")
 			}
-			c.printf("closed %d streams\n", a.Closed)
+			c.printf("closed %s\n", count(a.Closed, "stream", "streams"))
 			return nil
 		},
 	}
+}
+
+// count is n with the noun in the form n takes: "1 room", "0 rooms", "2 rooms".
+func count(n int64, one, many string) string {
+	if n == 1 || n == -1 {
+		return strconv.FormatInt(n, 10) + " " + one
+	}
+	return strconv.FormatInt(n, 10) + " " + many
 }

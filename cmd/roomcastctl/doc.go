@@ -19,9 +19,13 @@
 // stream, never resets its backoff and gives up after 15 minutes; follow (stream.go)
 // wraps one Client per tail so that it reconnects on a clean end as on an error,
 // resumes from the last id it saw (Last-Event-ID), waits the server's retry: hint,
-// backs off while connections fail and starts over after one that worked. ws speaks
-// the WebSocket protocol through gateway/gatewaytest/wsclient, the client the
-// gateway's tests use, which links none of the server.
+// backs off while connections fail and starts over after one that worked. The r3labs
+// client drops comment lines, so follow's transport reads them off the response body
+// as it passes (commentTap): tail prints what the server says, such as why it ended a
+// stream. ws speaks the WebSocket protocol through gateway/gatewaytest/wsclient, the
+// client the gateway's tests use, which links none of the server; its output names
+// the room of every event, and its default client id holds the process id, so that
+// two ws side by side do not take the connection from each other.
 //
 // Files by role: main.go (dispatch, exit codes, help), flags.go (global flags,
 // credentials), secret.go (credential values and files), api.go (requests and error

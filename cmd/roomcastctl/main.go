@@ -108,12 +108,20 @@ func topHelp(w io.Writer) {
 	fmt.Fprintf(w, topUsage, b.String(), fb.String())
 }
 
+// newFlagSet is a flag set that prints nothing by itself: the caller prints a bad
+// flag's error once, with where to read the usage (the flag package would print it
+// as well).
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
 // run runs one invocation and returns its exit code.
 func run(ctx context.Context, args []string, io stdio) int {
 	var g globals
-	fs := flag.NewFlagSet("roomcastctl", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	fs.Usage = func() {}
+	fs := newFlagSet("roomcastctl")
 	g.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -149,9 +157,7 @@ func run(ctx context.Context, args []string, io stdio) int {
 
 func runCommand(ctx context.Context, cmd *command, g globals, args []string, io stdio) int {
 	var local globals
-	fs := flag.NewFlagSet("roomcastctl "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	fs.Usage = func() {}
+	fs := newFlagSet("roomcastctl " + cmd.name)
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}

@@ -231,6 +231,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad room", []string{"publish", "a{b}", "1"}, exitUsage, "invalid room name"},
 		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
 		{"bad flag", []string{"tail", "a", "--nope"}, exitUsage, "flag provided but not defined"},
+		{"ticket without a token", []string{"ticket", "--sub", "u", "--room", "a"}, exitFailed, "401 unauthorized: a ticket is issued only on a credential that covers its rooms: pass the publish token"},
 		{"shed not a number", []string{"shed", "many"}, exitUsage, "non-negative integer"},
 		{"token and file", []string{"stats", "--admin-token", "x1234567", "--admin-token-file", adminFile}, exitUsage, "not both"},
 	} {
@@ -263,7 +264,7 @@ func TestAdminCommands(t *testing.T) {
 		t.Errorf("stats --json: %q (%v)", r.out, err)
 	}
 	r = c.run("", "shed", "5")
-	if r.code != exitOK || r.out != "closed 1 streams\n" {
+	if r.code != exitOK || r.out != "closed 1 stream\n" {
 		t.Errorf("shed: exit %d, out %q", r.code, r.out)
 	}
 	r = c.run("", "drain", "--json")
@@ -328,7 +329,8 @@ func TestTailResync(t *testing.T) {
 		}
 	}
 	r := c.run("", "tail", "feed", "--from", "otherepoch:2")
-	if r.code != exitFailed || !strings.Contains(r.out, " resync {") || !strings.Contains(r.errOut, "resync at") {
+	if r.code != exitFailed || !strings.Contains(r.out, " resync {") || !strings.Contains(r.errOut, "resync at") ||
+		!strings.Contains(r.errOut, "an embedded gateway loses it when it restarts); --follow-resync keeps following past a resync") {
 		t.Errorf("tail from another epoch: exit %d, out %q, stderr %q", r.code, r.out, r.errOut)
 	}
 	tail := c.start("tail", "feed", "--from", "otherepoch:2", "--follow-resync", "--json")

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,16 @@ type follower struct {
 	// waiting, if set, hears of every wait before a reconnect and why (nil: the
 	// stream ended cleanly).
 	waiting func(wait time.Duration, cause error)
+	// connected, if set, hears of every connection the server took (200, an event
+	// stream), with the id it resumes after ("" for none), on run's goroutine.
+	connected func(resumeAfter string)
+	// anchored, if set, hears of every anchor (where a stream opened without a resume
+	// point starts), with its id, on run's goroutine.
+	anchored func(id string)
+	// comment, if set, hears of every comment line the server sends (without the
+	// leading ':' and one space; heartbeats too), on the goroutine that reads the
+	// stream, as it is read.
+	comment func(string)
 
 	// Timing; zero values take the defaults above. sleep waits d or until ctx ends;
 	// now reads the clock; jitter picks the actual backoff wait for d.
@@ -123,7 +134,7 @@ func (f *follower) run(ctx context.Context) error {
 	f.defaults()
 	c := sse.NewClient(f.url, sse.ClientMaxBufferSize(maxFrame))
 	var idled atomic.Bool // the idle timeout ended the current connection
-	c.Connection = &http.Client{Transport: &idleTransport{next: f.transport, idle: f.idle, fired: &idled}}
+	c.Connection = &http.Client{Transport: &idleTransport{next: f.transport, idle: f.idle, fired: &idled, comment: f.comment}}
 	c.ReconnectStrategy = &backoff.StopBackOff{} // one attempt per call
 	for k, v := range f.header {
 		c.Headers[k] = v
@@ -141,6 +152,11 @@ func (f *follower) run(ctx context.Context) error {
 		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 			resp.Body.Close()
 			return &notStreamError{contentType: printable(resp.Header.Get("Content-Type"), 64)}
+		}
+		if f.connected != nil {
+			// The request carried the id the client held when it was made.
+			after, _ := c.LastEventID.Load().([]byte)
+			f.connected(string(after))
 		}
 		return nil
 	}
@@ -164,6 +180,9 @@ func (f *follower) run(ctx context.Context) error {
 				// The stream's anchor, where a stream opened without a resume point
 				// starts: the client keeps its id to resume from, and it is no event.
 				worked = true
+				if f.anchored != nil {
+					f.anchored(string(ev.ID))
+				}
 			case len(ev.Data) > 0:
 				worked = true
 				typ := string(ev.Event)
@@ -241,11 +260,14 @@ func parseMillis(b []byte) (time.Duration, bool) {
 }
 
 // idleTransport ends a response whose body has been silent for idle, by cancelling
-// its request (closing a body does not interrupt a read in progress).
+// its request (closing a body does not interrupt a read in progress). With comment
+// set, it hands every comment line of the body to it as the body is read: the SSE
+// client drops them.
 type idleTransport struct {
-	next  http.RoundTripper
-	idle  time.Duration
-	fired *atomic.Bool // set when the timeout ended a response
+	next    http.RoundTripper
+	idle    time.Duration
+	fired   *atomic.Bool // set when the timeout ended a response
+	comment func(string)
 }
 
 func (t *idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -256,6 +278,9 @@ func (t *idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	b := &idleBody{rc: resp.Body, idle: t.idle, cancel: cancel}
+	if t.comment != nil {
+		b.tap = &commentTap{emit: t.comment, lineStart: true}
+	}
 	b.timer = time.AfterFunc(t.idle, func() {
 		t.fired.Store(true)
 		cancel()
@@ -264,20 +289,66 @@ func (t *idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// idleBody restarts its timer whenever bytes arrive.
+// idleBody restarts its timer whenever bytes arrive, and shows them to its tap.
 type idleBody struct {
 	rc     io.ReadCloser
 	idle   time.Duration
 	timer  *time.Timer
 	cancel context.CancelFunc
+	tap    *commentTap // nil: none
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 {
 		b.timer.Reset(b.idle)
+		if b.tap != nil {
+			b.tap.feed(p[:n])
+		}
 	}
 	return n, err
+}
+
+// maxComment bounds the part of a comment line a commentTap keeps, in bytes.
+const maxComment = 512
+
+// commentTap finds the comment lines (those starting with ':') in a stream read in
+// pieces, and emits each whole line without its ':' and one leading space. Lines end
+// in CR, LF or CRLF, as the SSE standard says.
+type commentTap struct {
+	emit      func(string)
+	lineStart bool // the next byte starts a line
+	in        bool // inside a comment line
+	afterCR   bool // the last byte was a CR: a LF now ends no other line
+	buf       []byte
+}
+
+func (t *commentTap) feed(p []byte) {
+	for _, c := range p {
+		if c == '\n' && t.afterCR {
+			t.afterCR = false
+			continue
+		}
+		t.afterCR = c == '\r'
+		if c == '\r' || c == '\n' {
+			if t.in {
+				t.emit(strings.TrimPrefix(string(t.buf), " "))
+				t.in, t.buf = false, t.buf[:0]
+			}
+			t.lineStart = true
+			continue
+		}
+		if t.lineStart {
+			t.lineStart = false
+			if c == ':' {
+				t.in = true
+				continue
+			}
+		}
+		if t.in && len(t.buf) < maxComment {
+			t.buf = append(t.buf, c)
+		}
+	}
 }
 
 func (b *idleBody) Close() error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/roomcast/roomcast/replay/wire"
@@ -34,9 +35,13 @@ object per line). The stream reconnects when the server ends it (a drain, a shed
 or the connection breaks, resumes from the last id it saw, waits the server's
 retry: hint and backs off while connections fail; a stream silent for
 --idle-timeout (no event, no heartbeat) is taken as a dead connection. A resync
-(history the stream cannot go on from) is printed and ends tail with exit code 1
-unless --follow-resync; a reauth (the credential ended) is reported on stderr, and
-the reconnect that follows fails with 401 if the credential is no longer valid.
+(history the stream cannot go on from, as after an embedded gateway restarted) is
+printed and ends tail with exit code 1 unless --follow-resync; a reauth (the
+credential ended) is reported on stderr, and the reconnect that follows fails with
+401 if the credential is no longer valid. On stderr tail also says when it is
+connected and from which position (resuming after an id, or from now), states what
+a resync will do, and prints what the server says in comment lines (why it ended a
+stream: "the event log (redis at ...) is unreachable"), its heartbeats aside.
 --token is sent as the bearer credential.`,
 		examples: `  roomcastctl tail chat-42
   roomcastctl tail chat-42 --from k3x9q:41 --json | jq .body
@@ -57,7 +62,7 @@ the reconnect that follows fails with 401 if the credential is no longer valid.
 type resyncError struct{ id string }
 
 func (e *resyncError) Error() string {
-	return "resync at " + e.id + ": the stream could not go on from where it was (history trimmed, lost, or of another epoch); use --follow-resync to go on"
+	return "resync at " + e.id + ": the stream cannot go on without a gap (the history it followed was trimmed, or lost: an embedded gateway loses it when it restarts); --follow-resync keeps following past a resync"
 }
 
 func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
@@ -82,6 +87,30 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 		header["Authorization"] = "Bearer " + c.token
 	}
 	printed := 0
+	// Standard error hears from the goroutine that reads the stream (the server's
+	// comments) as well as from this one.
+	var mu sync.Mutex
+	say := func(format string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(c.io.err, "roomcastctl tail: "+format+"\n", a...)
+	}
+	policy := "a resync (the room's history lost or trimmed, as when an embedded gateway restarts) ends tail with exit code 1; --follow-resync keeps following"
+	if o.followResync {
+		policy = "a resync (the room's history lost or trimmed) is printed and tail follows on (--follow-resync)"
+	}
+	connects := 0
+	fromNow := false // the connection started without a resume point: its anchor says where
+	// announce says that a connection started, and where; after the first, tail's
+	// policy on a resync.
+	announce := func(where string) {
+		if connects > 1 {
+			say("reconnected, %s", where)
+			return
+		}
+		say("connected to %s at %s, %s", room, printable(c.url, 200), where)
+		say("%s", policy)
+	}
 	f := &follower{
 		url:       c.url + "/rooms/" + url.PathEscape(room) + "/events",
 		header:    header,
@@ -91,21 +120,25 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 		handle: func(ev streamEvent) error {
 			switch ev.Type {
 			case "resync":
-				c.printEvent(room, ev)
+				c.printEvent(room, false, ev)
 				if !o.followResync {
 					return &resyncError{id: printable(ev.ID, 300)}
 				}
-				fmt.Fprintf(c.io.err, "roomcastctl tail: resync at %s: history before it is lost; following on\n", printable(ev.ID, 300))
+				say("resync at %s: history before it is lost; following on", printable(ev.ID, 300))
 				return nil
 			case "reauth":
-				c.printEvent(room, ev)
-				fmt.Fprintf(c.io.err, "roomcastctl tail: the credential ended (reauth); reconnecting\n")
+				c.printEvent(room, false, ev)
+				say("the credential ended (reauth); reconnecting")
 				return nil
+			}
+			if fromNow {
+				fromNow = false
+				announce("following from now")
 			}
 			if o.typ != "" && ev.Type != o.typ {
 				return nil
 			}
-			c.printEvent(room, ev)
+			c.printEvent(room, false, ev)
 			if printed++; o.count > 0 && printed >= o.count {
 				return errStop
 			}
@@ -116,7 +149,25 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 			if cause != nil {
 				why = printable(cause.Error(), 300)
 			}
-			fmt.Fprintf(c.io.err, "roomcastctl tail: %s; reconnecting in %s\n", why, wait.Round(time.Millisecond))
+			say("%s; reconnecting in %s", why, wait.Round(time.Millisecond))
+		},
+		connected: func(after string) {
+			connects++
+			fromNow = after == ""
+			if !fromNow {
+				announce("resuming after " + printable(after, 300))
+			}
+		},
+		anchored: func(id string) {
+			if fromNow {
+				fromNow = false
+				announce("following from now (after " + printable(id, 300) + ")")
+			}
+		},
+		comment: func(text string) {
+			if text != "hb" { // the gateway's heartbeat
+				say("the server says: %s", printable(text, 300))
+			}
 		},
 	}
 	if err := f.run(ctx); err != nil {
@@ -139,8 +190,10 @@ type tailLine struct {
 }
 
 // printEvent prints one event: its envelope's body, or for the gateway's own
-// notices (resync, reauth) their whole data; data that is not JSON as a string.
-func (c *cli) printEvent(room string, ev streamEvent) {
+// notices (resync, reauth) their whole data; data that is not JSON as a string. The
+// line starts with the room when withRoom (ws follows several); --json always holds
+// it.
+func (c *cli) printEvent(room string, withRoom bool, ev streamEvent) {
 	body := json.RawMessage(nil)
 	if json.Valid(ev.Data) {
 		body = ev.Data
@@ -160,5 +213,9 @@ func (c *cli) printEvent(room string, ev streamEvent) {
 		c.printf("%s\n", line)
 		return
 	}
-	c.printf("%s %s %s\n", printable(ev.ID, 300), printable(ev.Type, 64), body)
+	prefix := ""
+	if withRoom {
+		prefix = printable(room, 140) + " "
+	}
+	c.printf("%s%s %s %s\n", prefix, printable(ev.ID, 300), printable(ev.Type, 64), body)
 }

@@ -76,6 +76,12 @@ func (c *cli) ticket(ctx context.Context, args []string, o ticketOptions) error 
 	}
 	raw, err := c.do(ctx, request{method: http.MethodPost, url: c.url + "/tickets", token: c.token,
 		header: http.Header{"Content-Type": {"application/json"}}, body: body})
+	var se *serverError
+	if errors.As(err, &se) && se.Status == http.StatusUnauthorized && c.token == "" {
+		// The gateway answers for its publish credential; say what a ticket needs.
+		return &serverError{Status: se.Status, Code: se.Code, Message: "a ticket is issued only on a credential that covers its rooms: " +
+			"pass the publish token (or the user's JWT) with --token-file, ROOMCASTCTL_TOKEN or --token"}
+	}
 	if err != nil {
 		return err
 	}

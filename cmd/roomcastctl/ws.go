@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,21 +33,22 @@ func wsCommand() *command {
 		summary: "follow rooms over one WebSocket connection, acknowledging each event",
 		detail: `
 Holds one WebSocket connection (GET /ws) for every ROOM, each from the id after =
-(none: from now). Prints each event as tail does ("<id> <type> <body>"; --json:
-{"room","id","type","body"}) and acknowledges it. When the server closes the
+(none: from now). Prints each event with its room ("<room> <id> <type> <body>";
+--json: {"room","id","type","body"}) and acknowledges it. When the server closes the
 connection for a drain, a slow consumer or a shutdown (1012, 1013, 1001) or the
 connection breaks, it connects again with the same client id and boot and resumes
 every room from its last id. Another connection of the same client id taking over
 (4409) ends it with exit code 1, as does a bad hello, a refused credential or grant,
 and a resync unless --follow-resync. --token is sent as the bearer credential.
-The client id defaults to roomcastctl.<host>, or anon:roomcastctl.<host> without
---token: a gateway with JWT keys lets a connection without a credential claim only
-anon: ids.`,
+The client id defaults to roomcastctl.<host>.<pid>, one per process, so that two
+ws running side by side do not take the connection from each other; it is
+anon:roomcastctl.<host>.<pid> without --token: a gateway with JWT keys lets a
+connection without a credential claim only anon: ids.`,
 		examples: `  roomcastctl ws orders alerts
   roomcastctl ws orders=k3x9q:41 --client rig-0414 --json | jq .body
   roomcastctl ws orders --count 1     # wait for one event, then exit`,
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&o.client, "client", "", "the client `ID` that owns the connection across the fleet (default roomcastctl.<host>; anon:roomcastctl.<host> without --token)")
+			fs.StringVar(&o.client, "client", "", "the client `ID` that owns the connection across the fleet (default roomcastctl.<host>.<pid>; anon:roomcastctl.<host>.<pid> without --token)")
 			fs.BoolVar(&o.followResync, "follow-resync", false, "keep following after a resync instead of exiting 1")
 			fs.IntVar(&o.count, "count", 0, "exit 0 after printing `N` events (0: follow until interrupted)")
 		},
@@ -54,11 +56,13 @@ anon: ids.`,
 	}
 }
 
-// defaultClient is the client id of a ws without --client: roomcastctl.<host>, in
-// the anonymous namespace (anon:) when it has no credential.
+// defaultClient is the client id of a ws without --client: roomcastctl.<host>.<pid>,
+// in the anonymous namespace (anon:) when it has no credential. The process id makes
+// it one per process: two ws side by side would otherwise claim the same id and each
+// take the connection from the other; the reconnects of one process keep it.
 func defaultClient(credential bool) string {
 	host, _ := os.Hostname()
-	id := "roomcastctl." + sanitizeClient(host)
+	id := "roomcastctl." + sanitizeClient(host) + "." + strconv.Itoa(os.Getpid())
 	if !credential {
 		id = "anon:" + id
 	}
@@ -191,7 +195,7 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 		case wsclient.KindWelcome:
 			delivered = true
 		case wsclient.KindEvent:
-			c.printEvent(f.Room, streamEvent{ID: f.ID, Type: f.Type, Data: data})
+			c.printEvent(f.Room, true, streamEvent{ID: f.ID, Type: f.Type, Data: data})
 			from[f.Room] = f.ID
 			if err := conn.Ack(ctx, f.Room, f.ID); err != nil {
 				return delivered, err
@@ -201,7 +205,7 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 				return delivered, errStop
 			}
 		case wsclient.KindResync:
-			c.printEvent(f.Room, streamEvent{ID: f.ID, Type: "resync", Data: data})
+			c.printEvent(f.Room, true, streamEvent{ID: f.ID, Type: "resync", Data: data})
 			from[f.Room] = f.ID
 			if !o.followResync {
 				return delivered, &resyncError{id: printable(f.ID, 300)}

@@ -32,14 +32,14 @@ func TestWSReplaysThenFollows(t *testing.T) {
 	}
 	ws := c.start("ws", "orders="+ids[0], "quiet", "--count", "4", "--client", "ctl-test")
 	for i := 1; i < 3; i++ {
-		if got, want := ws.line(t, 20*time.Second), fmt.Sprintf(`%s message {"n":%d}`, ids[i], i+1); got != want {
+		if got, want := ws.line(t, 20*time.Second), fmt.Sprintf(`orders %s message {"n":%d}`, ids[i], i+1); got != want {
 			t.Fatalf("replayed line %d = %q, want %q", i, got, want)
 		}
 	}
 	publish(4)
 	publish(5)
 	for i := 3; i < 5; i++ {
-		if got, want := ws.line(t, 20*time.Second), fmt.Sprintf(`%s message {"n":%d}`, ids[i], i+1); got != want {
+		if got, want := ws.line(t, 20*time.Second), fmt.Sprintf(`orders %s message {"n":%d}`, ids[i], i+1); got != want {
 			t.Fatalf("live line %d = %q, want %q", i, got, want)
 		}
 	}
@@ -79,9 +79,10 @@ func TestWSResumesAcrossShed(t *testing.T) {
 	}
 }
 
-// TestWSDefaultClientID: without --client, ws names itself roomcastctl.<host>, in the
-// anonymous namespace (anon:) when it has no credential, so that it is welcomed by a
-// gateway with JWT keys both with and without a token.
+// TestWSDefaultClientID: without --client, ws names itself roomcastctl.<host>.<pid>
+// (one id per process, so that two ws side by side do not take the connection from
+// each other), in the anonymous namespace (anon:) when it has no credential, so that
+// it is welcomed by a gateway with JWT keys both with and without a token.
 func TestWSDefaultClientID(t *testing.T) {
 	pubToken := gatewaytest.Secret("the static publish token", "tk-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-pub")
 	keys := gatewaytest.NewKeys(t)
@@ -99,7 +100,7 @@ func TestWSDefaultClientID(t *testing.T) {
 			if r := pub.run("", "publish", room, `"hi"`); r.code != exitOK {
 				t.Fatalf("publish: exit %d, stderr %s", r.code, r.errOut)
 			}
-			if l := ws.line(t, 20*time.Second); !strings.HasSuffix(l, ` message "hi"`) {
+			if l := ws.line(t, 20*time.Second); !strings.HasPrefix(l, room+" ") || !strings.HasSuffix(l, ` message "hi"`) {
 				t.Fatalf("ws printed %q", l)
 			}
 			if code := ws.exit(t, 20*time.Second); code != exitOK {
@@ -109,7 +110,11 @@ func TestWSDefaultClientID(t *testing.T) {
 		})
 	}
 	host, _ := os.Hostname()
-	if got, want := defaultClient(false), "anon:roomcastctl."+sanitizeClient(host); got != want || !replay.ValidClient(got) {
+	suffix := "roomcastctl." + sanitizeClient(host) + "." + strconv.Itoa(os.Getpid())
+	if got, want := defaultClient(false), "anon:"+suffix; got != want || !replay.ValidClient(got) {
 		t.Errorf("defaultClient(false) = %q, want %q", got, want)
+	}
+	if got := defaultClient(true); got != suffix || !replay.ValidClient(got) {
+		t.Errorf("defaultClient(true) = %q, want %q", got, suffix)
 	}
 }

@@ -43,7 +43,7 @@ Flags:
 // error.
 func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a bad flag's error is printed once, below
 	in := Inputs{Pods: 3, Rooms: 1000, MembersMin: 2, MembersMax: 2, Payload: 256, Routing: RoundRobin, Redis: Cluster, RoomNameLen: 16}
 	var (
 		members                         = "2"
@@ -82,6 +82,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "roomcastctl plan: %v\nrun 'roomcastctl plan --help' for usage\n", err)
 		return exitUsage
 	}
 	usage := func(err error) int {
