@@ -423,7 +423,7 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		s.cfg.Logger.Warn("ticket not issued", "sub", p.Sub, "err", err)
-		writeError(w, unavailable("the ticket store is unavailable; retry later"))
+		writeError(w, s.storeUnavailable("ticket store", err, "no ticket was issued; retry later"))
 		return
 	}
 	s.m.ticketsIssued.Inc()
@@ -479,7 +479,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.cfg.Logger.Warn("revocation failed", "kind", kind, "err", err)
-		writeError(w, unavailable("the revocation could not be recorded for the fleet; retry"))
+		writeError(w, s.storeUnavailable("revocation store", err, "the revocation was not recorded for the fleet; retry"))
 		return
 	}
 	s.cfg.Logger.Info("credentials revoked", "kind", kind, kind, value)

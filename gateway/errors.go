@@ -87,6 +87,13 @@ func errOutcomeUnknown(log, cause string) *apiError {
 // logUnavailable answers a call the event log could not serve: it names the backend
 // and its address (never a credential), says why in a few words and what became of
 // the call (then, e.g. "the event was not published").
+// storeUnavailable answers a request that a fleet store (tickets, revocations,
+// occupancy, the client registry: they live on the event log's backend) could not
+// serve, naming the store, the backend and its address, never a credential.
+func (s *Server) storeUnavailable(store string, err error, then string) *apiError {
+	return unavailable("the " + store + " (" + s.logName() + ") is unavailable: " + logCause(err) + "; " + then)
+}
+
 func (s *Server) logUnavailable(err error, then string) *apiError {
 	return unavailable("the event log (" + s.logName() + ") is unavailable: " + logCause(err) + "; " + then + "; retry later")
 }

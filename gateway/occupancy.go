@@ -136,7 +136,7 @@ func (s *Server) roomDetail(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		if err != nil {
 			s.cfg.Logger.Warn("reading a room's occupancy failed", "room", room, "err", err)
-			writeError(w, unavailable("the fleet's occupancy of the room cannot be read now"))
+			writeError(w, s.storeUnavailable("fleet's occupancy store", err, "the room's occupancy cannot be read now; retry later"))
 			return
 		}
 	}

@@ -140,3 +140,40 @@ func TestRedisDownSaidPlainly(t *testing.T) {
 		}
 	})
 }
+
+// TestFleetStoresDownSaidPlainly: the fleet's stores on Redis (here the client
+// registry, for a look-up and for a close) answer 503 naming the store, redis and its address when Redis is gone,
+// never the password.
+func TestFleetStoresDownSaidPlainly(t *testing.T) {
+	const password = "stores-test-pw"
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(aclFile, []byte("user default off\nuser roomcast on >"+password+" ~* &* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.StandaloneWith(t, redistest.Options{ACLFile: aclFile})
+	p := newFleetPod(t, srv, replay.RedisConfig{Username: "roomcast", Password: password,
+		Timeout: 300 * time.Millisecond, HealthInterval: 50 * time.Millisecond}, podConfig{})
+	p.publish(t, redistest.Prefix(t), `{"i":1}`) // the pod is connected
+	proc, err := os.FindProcess(srv.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, method, path, body, store string }{
+		{"client registry", http.MethodGet, "/admin/clients/rig-1", "", "client registry"},
+		{"client close", http.MethodPost, "/admin/clients/rig-1/close", "", "client registry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := do(t, tc.method, p.admin.URL+tc.path, tc.body, "Content-Type", "application/json")
+			var body struct{ Error, Message string }
+			_ = json.Unmarshal([]byte(res.body), &body)
+			if res.status != http.StatusServiceUnavailable || body.Error != "unavailable" ||
+				!strings.HasPrefix(body.Message, "the "+tc.store+" (redis at "+srv.Addr+") is unavailable: ") ||
+				strings.Contains(res.body, password) {
+				t.Fatalf("%s %s with redis down: %d %s", tc.method, tc.path, res.status, res.body)
+			}
+		})
+	}
+}

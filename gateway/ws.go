@@ -181,7 +181,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	if down {
 		s.m.streamsClosed.WithLabelValues(rooms.ReasonUnavailable.String()).Inc()
-		writeError(w, unavailable("the credential could not be checked now; retry later"))
+		writeError(w, unavailable("the credential could not be checked now: its store ("+s.logName()+") cannot be reached; retry later"))
 		return
 	}
 	if who.Source == auth.SourceCookie && !s.wsTrustedOrigin(r) {

@@ -73,6 +73,9 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 		return wsSuperseded, "superseded: a newer boot of this client is connected"
 	case err != nil:
 		s.cfg.Logger.Warn("websocket client not claimed", "client", wc.client, "identity", wc.identity, "pod", s.cfg.PodID, "err", err)
+		if why := "the client registry (" + s.logName() + ") is unavailable: reconnect later"; len(why) <= 123 {
+			return wsTryAgainLater, why
+		}
 		return wsTryAgainLater, "the client registry is unavailable: reconnect later"
 	}
 	s.wsMu.Lock()
@@ -201,7 +204,7 @@ func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		s.cfg.Logger.Warn("client owner not read", "client", id, "err", err)
-		writeError(w, unavailable("the client registry is unavailable; retry"))
+		writeError(w, s.storeUnavailable("client registry", err, "retry"))
 	case !ok:
 		writeError(w, errNoClient(id))
 	default:
@@ -233,7 +236,7 @@ func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		s.cfg.Logger.Warn("client close not sent", "client", id, "err", err)
-		writeError(w, unavailable("the client registry is unavailable; retry"))
+		writeError(w, s.storeUnavailable("client registry", err, "retry"))
 	case !ok || o.Pod == s.cfg.PodID:
 		// Owned here by a connection that has just ended, or by nobody.
 		writeError(w, errNoClient(id))
