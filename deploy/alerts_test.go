@@ -17,9 +17,10 @@ import (
 const (
 	alertsFile     = "prometheus/alerts.yaml"
 	alertTestsFile = "prometheus/alerts_test.yaml"
-	// runbookBase is where every alert's runbook_url points: a section of the
-	// README's "Operating roomcast", one heading per alert, named as the alert.
-	runbookBase = "https://github.com/roomcast/roomcast/blob/main/README.md#"
+	// runbookBase is where every alert's runbook_url points: a section of
+	// deploy/README.md's "Operating roomcast", one heading per alert, named as the
+	// alert.
+	runbookBase = "https://github.com/roomcast/roomcast/blob/main/deploy/README.md#"
 )
 
 // promtoolPath is Prometheus' promtool: $ROOMCAST_PROMTOOL, else promtool on PATH
@@ -155,7 +156,7 @@ func checkAlerts(rules ruleFile, tests alertTests) []error {
 			if u := r.Annotations["runbook_url"]; u != "" {
 				a, ok := strings.CutPrefix(u, runbookBase)
 				if want := strings.ToLower(r.Alert); !ok || a != want || !anchor.MatchString(a) {
-					errs = append(errs, fmt.Errorf("alert %s: runbook_url %q, want %s%s (the README heading named after the alert)", r.Alert, u, runbookBase, want))
+					errs = append(errs, fmt.Errorf("alert %s: runbook_url %q, want %s%s (the heading of deploy/README.md named after the alert)", r.Alert, u, runbookBase, want))
 				}
 			}
 			for _, err := range countersInRates(r.Expr) {
@@ -252,7 +253,7 @@ func TestAlertRulesAreDocumentedAndCovered(t *testing.T) {
 	}
 }
 
-// readmeAnchors returns the GitHub anchors of the README's headings, and whether it
+// readmeAnchors returns the GitHub anchors of a README's headings, and whether it
 // has the "Operating roomcast" section the runbooks live in.
 func readmeAnchors(path string) (map[string]bool, bool, error) {
 	data, err := readBounded(path)
@@ -292,15 +293,15 @@ func githubAnchor(title string) string {
 	return b.String()
 }
 
-// TestAlertRunbooksInREADME: every alert's runbook_url lands on a heading of the
-// README, in its "Operating roomcast" section.
+// TestAlertRunbooksInREADME: every alert's runbook_url lands on a heading of
+// deploy/README.md, in its "Operating roomcast" section.
 func TestAlertRunbooksInREADME(t *testing.T) {
-	anchors, operating, err := readmeAnchors("../README.md")
+	anchors, operating, err := readmeAnchors("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !operating {
-		t.Fatal(`README.md has no "Operating roomcast" section: the runbooks live there`)
+		t.Fatal(`deploy/README.md has no "Operating roomcast" section: the runbooks live there`)
 	}
 	var rules ruleFile
 	if err := loadYAML(alertsFile, &rules); err != nil {
@@ -309,7 +310,7 @@ func TestAlertRunbooksInREADME(t *testing.T) {
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			if a, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase); ok && !anchors[a] {
-				t.Errorf("alert %s: README.md has no heading whose anchor is #%s (a heading %q)", r.Alert, a, r.Alert)
+				t.Errorf("alert %s: deploy/README.md has no heading whose anchor is #%s (a heading %q)", r.Alert, a, r.Alert)
 			}
 		}
 	}

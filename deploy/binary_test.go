@@ -121,7 +121,7 @@ func listenerFlags() ([]string, error) {
 	return names, nil
 }
 
-// envName is a flag's environment twin, as the README documents it: ROOMCAST_ and
+// envName is a flag's environment twin, as cmd/gateway/README.md documents it: ROOMCAST_ and
 // the name in capitals with dashes as underscores.
 func envName(flagName string) string {
 	return "ROOMCAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))

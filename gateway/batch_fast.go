@@ -28,7 +28,7 @@ func decodeBatch(raw []byte) (items []batchItem, bad []*apiError, aerr *apiError
 	return items, bad, nil
 }
 
-// appendBatchResult appends one result as encoding/json would write it: a
+// appendBatchResult appends one result as marshalJSON would write it: a
 // published event by hand (its room and epoch are validated to characters that
 // need no escaping; its id is epoch:seq, written from them, so ID may be empty),
 // anything else through encoding/json.
@@ -37,7 +37,7 @@ func appendBatchResult(b []byte, res *batchResult) []byte {
 		if res.Status == http.StatusCreated && res.ID == "" {
 			res.ID = res.Epoch + ":" + strconv.FormatUint(res.Seq, 10)
 		}
-		enc, err := json.Marshal(res)
+		enc, err := marshalJSON(res)
 		if err != nil {
 			// A batchResult always encodes; never write half an answer.
 			return append(b, `{"status":500,"error":"internal","message":"the result could not be encoded"}`...)

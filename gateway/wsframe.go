@@ -224,7 +224,7 @@ func appendWSResync(dst []byte, room string, at replay.Position, fork bool) []by
 
 // wsJSON encodes a control frame (welcome, published, error, pong).
 func wsJSON(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		// Only our own types reach here; they always encode.
 		panic(err)

@@ -45,7 +45,7 @@ func nodeCounters(t *testing.T, n *redistest.Node) (out, repl, spublish int64) {
 // TestRedisHotRoomShardWork measures the per-shard delivery work of one room that 12
 // pods follow, with and without partitioning, on a cluster of its own. It checks the
 // shape (without, one shard delivers every doorbell; with, the busiest shard sends
-// fewer bytes) and logs the table the README quotes; it asserts no speed.
+// fewer bytes) and logs the table deploy/README.md quotes; it asserts no speed.
 func TestRedisHotRoomShardWork(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, redistest.ClusterConfig{})

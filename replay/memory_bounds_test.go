@@ -10,7 +10,7 @@ import (
 	"github.com/roomcast/roomcast/replay"
 )
 
-// The README promises that a retry with the same key within the idempotency TTL
+// gateway/README.md promises that a retry with the same key within the idempotency TTL
 // returns the original answer: the memory log keeps every key for its TTL, however
 // many a room has, within the byte budget.
 func TestMemoryIdempotencyHoldsForTheWholeTTL(t *testing.T) {

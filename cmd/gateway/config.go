@@ -80,7 +80,7 @@ type config struct {
 
 // newFlagSet registers every flag of the gateway on a new FlagSet, each bound to
 // its field of c, whose byte sizes it first sets to their defaults. It is the one
-// list of flags: parseConfig parses with it and the README's table is checked
+// list of flags: parseConfig parses with it and the table of cmd/gateway/README.md is checked
 // against it.
 func newFlagSet(c *config) *flag.FlagSet {
 	c.MaxHistoryBytes, c.QueueBytes, c.MaxQueuedBytes = 512<<20, 4<<20, 1<<30

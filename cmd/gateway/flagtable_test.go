@@ -11,18 +11,18 @@ import (
 
 func newTestFlagSet() *flag.FlagSet { return newFlagSet(new(config)) }
 
-// readmeFlags returns the rows of the README's Configuration table.
+// readmeFlags returns the rows of the Configuration table in cmd/gateway/README.md.
 func readmeFlags(t *testing.T) []gatewaytest.FlagRow {
 	t.Helper()
-	rows, err := gatewaytest.FlagTable("../../README.md", "## Configuration")
+	rows, err := gatewaytest.FlagTable("README.md", "## Configuration")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rows
 }
 
-// TestREADMEFlagTable: the README's Configuration table and the gateway's FlagSet
-// name the same flags, with the same defaults.
+// TestREADMEFlagTable: the Configuration table of cmd/gateway/README.md and the
+// gateway's FlagSet name the same flags, with the same defaults.
 func TestREADMEFlagTable(t *testing.T) {
 	for _, err := range gatewaytest.CheckFlagTable(newTestFlagSet(), readmeFlags(t), newTestFlagSet) {
 		t.Error(err)

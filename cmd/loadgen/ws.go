@@ -16,7 +16,7 @@ import (
 )
 
 // WebSocket subscribers (-ws-share): a share of the subscribers hold one GET /ws
-// connection each instead of an SSE stream, with one room, as README's "WebSocket
+// connection each instead of an SSE stream, with one room, as gateway/README.md's "WebSocket
 // for agents" describes: a hello naming the subscriber's client id, the process's
 // boot and the room with its resume id, a welcome, then event and resync frames,
 // which go through the same check as SSE events (subscriber.check), and an ack of

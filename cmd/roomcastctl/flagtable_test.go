@@ -7,11 +7,12 @@ import (
 	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
-// TestREADMEGlobalFlagTable: the README's table of global flags names exactly the
-// flags globals registers. Only the names are compared: a flag's own default is
-// empty, and the default the table gives applies after the environment is read.
+// TestREADMEGlobalFlagTable: the table of global flags in cmd/roomcastctl/README.md
+// names exactly the flags globals registers. Only the names are compared: a flag's
+// own default is empty, and the default the table gives applies after the
+// environment is read.
 func TestREADMEGlobalFlagTable(t *testing.T) {
-	rows, err := gatewaytest.FlagTable("../../README.md", "### `roomcastctl`")
+	rows, err := gatewaytest.FlagTable("README.md", "# `roomcastctl`")
 	if err != nil {
 		t.Fatal(err)
 	}

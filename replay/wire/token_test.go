@@ -73,7 +73,7 @@ func TestTokenRejected(t *testing.T) {
 	}
 }
 
-// TestTokenSize documents the README's figures: 32 rooms with 8-character epochs.
+// TestTokenSize documents the figures of gateway/README.md: 32 rooms with 8-character epochs.
 func TestTokenSize(t *testing.T) {
 	rooms := make([]string, 32)
 	pos := make([]wire.Position, 32)

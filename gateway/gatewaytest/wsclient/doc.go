@@ -1,5 +1,5 @@
 // Package wsclient is the repository's one client of the gateway's WebSocket
-// protocol (GET /ws; README "WebSocket for agents"): Dial upgrades, a Conn writes
+// protocol (GET /ws; gateway/README.md, "WebSocket for agents"): Dial upgrades, a Conn writes
 // the client's frames (hello, ack, publish, ping) and reads the server's (welcome,
 // event, resync, published, pong, error) as Frames or as raw messages, and CloseOf
 // and Retryable say what the end of a connection means. The gateway's tests, the
