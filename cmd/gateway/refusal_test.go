@@ -106,3 +106,31 @@ func TestNamedFormsAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFlagValueRefusals feeds any value to the duration, size and number flags, by
+// flag and by environment twin: each is taken or refused in one line that starts
+// with the flag's name.
+func FuzzFlagValueRefusals(f *testing.F) {
+	for _, s := range []string{"forever", "7d", "5", "1.5d", "NaNd", "-1s", "64 bytes", "3PiB", "1e9", "\"", "\n", ""} {
+		f.Add(s)
+	}
+	names := []string{"history-ttl", "linger", "drain-delay", "max-body", "max-queued-bytes", "queue", "accept-rate"}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, name := range names {
+			_, err := parseConfig([]string{"--" + name + "=" + v}, noEnvironment, io.Discard)
+			if err != nil && (!strings.HasPrefix(err.Error(), "--"+name) || strings.Contains(err.Error(), "\n")) {
+				t.Fatalf("--%s=%q: %q does not start with the flag", name, v, err)
+			}
+			env := EnvName(name)
+			_, err = parseConfig(nil, func(k string) string {
+				if k == env {
+					return v
+				}
+				return ""
+			}, io.Discard)
+			if err != nil && (!strings.HasPrefix(err.Error(), "--"+name+" ("+env+")") || strings.Contains(err.Error(), "\n")) {
+				t.Fatalf("%s=%q: %q does not start with the flag and its twin", env, v, err)
+			}
+		}
+	})
+}
