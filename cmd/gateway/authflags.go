@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -146,6 +147,18 @@ func newAuthenticator(c config, ctl replay.Control, logger *slog.Logger) (*auth.
 	anon, err := c.Auth.anonymous()
 	if err != nil {
 		return nil, err
+	}
+	// A key file that cannot be read is named with its flag, as every configuration
+	// error is; the authenticator reads and checks what is in it.
+	for _, k := range c.Auth.JWTKeys {
+		if _, err := os.Stat(k); err != nil {
+			return nil, fmt.Errorf("--jwt-key %q: %w", k, pathErr(err))
+		}
+	}
+	if h := c.Auth.JWTHMACFile; h != "" {
+		if _, err := os.Stat(h); err != nil {
+			return nil, fmt.Errorf("--jwt-hmac-file %q: %w", h, pathErr(err))
+		}
 	}
 	tickets, revs := ctl.Tickets, ctl.Revocations
 	if tickets == nil || revs == nil {

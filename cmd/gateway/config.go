@@ -71,7 +71,8 @@ type config struct {
 	DrainWindow  time.Duration
 	DrainTimeout time.Duration
 
-	LogLevel string
+	LogLevel  string
+	LogFormat string
 
 	// Cmdline is the command line with the values of secret flags replaced
 	// (redactArgs), for /debug/pprof/cmdline.
@@ -132,6 +133,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", logAuto, "json (one JSON object a line), text (a start-up summary for a person, then slog text lines) or auto: text when stderr is a terminal, else json")
 	return fs
 }
 
@@ -145,8 +147,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			fs.PrintDefaults()
 			return c, err
 		}
-		// The flag package names flags with one dash; the docs use two.
-		return c, errors.New(strings.Replace(err.Error(), "for flag -", "for flag --", 1))
+		return c, explainParse(fs, err)
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -163,7 +164,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		if v := getenv(env); v != "" {
 			fromEnv[f.Name] = true
 			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+				errs = append(errs, refusal(f, v, err.Error(), map[string]bool{f.Name: true}))
 			}
 		}
 	})

@@ -4,7 +4,13 @@
 // With no --redis it runs on the embedded in-memory log and is a complete product on
 // its own: go run ./cmd/gateway.
 //
-// Exit codes: 0 after a clean drain, 1 on a runtime failure, 2 on bad configuration.
+// On a terminal it starts with a short summary for a person (its pages, its log, what
+// anonymous clients may do) and logs in slog's text form; elsewhere, or with
+// --log-format json, its log is JSON, one object a line. A first SIGINT or SIGTERM
+// drains; a second stops at once.
+//
+// Exit codes: 0 after a clean drain, 1 on a runtime failure, 2 on bad configuration,
+// which is always one line on stderr: "gateway: " and what is wrong.
 package main
 
 import (
@@ -43,24 +49,30 @@ func run(args []string) int {
 		err = cfg.checkRelations()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		return 2
+		return refuse(err)
 	}
 	cfg.Cmdline = redactArgs(append([]string{os.Args[0]}, args...))
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway: --log-level:", err)
-		return 2
+		return refuse(fmt.Errorf("--log-level: %w", err))
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	text := cfg.textLog(isTerminal(os.Stderr))
+	logger := newLogger(os.Stderr, level, text)
 	slog.SetDefault(logger)
 
 	p, err := build(cfg, logger)
 	if err != nil {
-		logger.Error("configuration rejected", "err", err)
-		return 2
+		return refuse(err)
 	}
+	p.text = text
 	return p.serve(logger)
+}
+
+// refuse reports a configuration error in the one form every one takes, whatever
+// the log format: "gateway: " and the message on stderr, and exit code 2.
+func refuse(err error) int {
+	fmt.Fprintln(os.Stderr, "gateway:", err)
+	return 2
 }
 
 // pod is one wired gateway process.
@@ -72,6 +84,8 @@ type pod struct {
 	server *gateway.Server
 	auth   *auth.Authenticator
 	occ    *rooms.Reporter
+	// text: the start-up and the stop are written for a person (see announce).
+	text bool
 }
 
 func build(cfg config, logger *slog.Logger) (*pod, error) {
@@ -200,35 +214,34 @@ func (p *pod) serve(logger *slog.Logger) int {
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
 	// A listener that cannot open is a configuration problem: exit 2.
-	public, err := net.Listen("tcp", p.cfg.Addr)
+	public, err := listen("addr", p.cfg.Addr)
 	if err != nil {
-		logger.Error("configuration rejected", "err", fmt.Errorf("--addr %q: %w", p.cfg.Addr, err))
 		p.closeAll(logger)
-		return 2
+		return refuse(err)
 	}
-	admin, err := net.Listen("tcp", p.cfg.AdminAddr)
+	admin, err := listen("admin-addr", p.cfg.AdminAddr)
 	if err != nil {
 		public.Close()
-		logger.Error("configuration rejected", "err", fmt.Errorf("--admin-addr %q: %w", p.cfg.AdminAddr, err))
 		p.closeAll(logger)
-		return 2
+		return refuse(err)
 	}
 	listeners := []net.Listener{p.server.LimitListener(public), admin}
 	servers := []*http.Server{newHTTPServer(p.server.Public(), logger), newHTTPServer(p.server.Admin(), logger)}
 	servers[0].ConnContext = p.server.ConnContext
 	started := []any{"addr", public.Addr().String(), "admin_addr", admin.Addr().String()}
+	var metricsAddr net.Addr
 	if p.cfg.MetricsAddr != "" {
-		m, err := net.Listen("tcp", p.cfg.MetricsAddr)
+		m, err := listen("metrics-addr", p.cfg.MetricsAddr)
 		if err != nil {
 			public.Close()
 			admin.Close()
-			logger.Error("configuration rejected", "err", fmt.Errorf("--metrics-addr %q: %w", p.cfg.MetricsAddr, err))
 			p.closeAll(logger)
-			return 2
+			return refuse(err)
 		}
 		listeners = append(listeners, m)
 		servers = append(servers, newHTTPServer(p.server.Metrics(), logger))
 		started = append(started, "metrics_addr", m.Addr().String())
+		metricsAddr = m.Addr()
 	}
 	failed := make(chan error, len(listeners))
 	for i, l := range listeners {
@@ -247,24 +260,27 @@ func (p *pod) serve(logger *slog.Logger) int {
 			logger.Warn("WebSocket ownership notices stopped: a displaced client is closed at its next refresh", "err", err)
 		}
 	}()
-	logger.Info("roomcast gateway started", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
-	if p.cfg.MaxConnsPerIP == 0 {
-		logger.Warn("no per-address connection cap (--max-conns-per-ip 0, or an open-file limit that could not be read): one address holding connections open can take every file descriptor")
-	}
-	if p.cfg.AdminToken == "" && !loopbackAddr(admin.Addr()) {
-		logger.Warn("no --admin-token-file: /admin/ and /debug/pprof/ are open to anyone who reaches the admin listener")
-	}
-	if !p.cfg.Auth.jwtEnabled() {
-		logger.Warn("no --jwt-key or --jwt-hmac-file: every room can be read without a credential")
-		if p.cfg.PublishToken == "" {
-			logger.Warn("no --publish-token: only loopback clients may publish; behind a local proxy every client looks like loopback, so set a token there")
+	if p.text {
+		// For a person: a short summary; every setting in effect at debug level.
+		p.cfg.announce(os.Stderr, public.Addr(), admin.Addr(), metricsAddr)
+		logger.Debug("settings in effect", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
+	} else {
+		logger.Info("roomcast gateway started", append(append(started, "log", logKind(p.cfg)), p.cfg.effective()...)...)
+		for _, w := range p.cfg.warnings(admin.Addr()) {
+			logger.Warn(w.full)
 		}
 	}
 
 	code := 0
 	select {
 	case sig := <-signals:
-		logger.Info("signal received: draining", "signal", sig.String())
+		if p.text {
+			fmt.Fprint(os.Stderr, p.cfg.drainingNote(signalName(sig)))
+		} else {
+			logger.Info("signal received: draining", "signal", sig.String(),
+				"drain_delay", fmtDuration(p.cfg.DrainDelay), "drain_window", fmtDuration(p.cfg.DrainWindow),
+				"second_signal", "stops at once")
+		}
 		p.drain.Start()
 	case <-p.drain.Done():
 	case err := <-failed:
@@ -275,7 +291,11 @@ func (p *pod) serve(logger *slog.Logger) int {
 	for done := false; !done; {
 		select {
 		case sig := <-signals:
-			logger.Warn("second signal: closing every stream now", "signal", sig.String())
+			if p.text {
+				fmt.Fprintf(os.Stderr, "%s again: closing every stream now\n", signalName(sig))
+			} else {
+				logger.Warn("second signal: closing every stream now", "signal", sig.String())
+			}
 			p.drain.Force()
 		case <-p.drain.Done():
 			done = true
@@ -290,8 +310,33 @@ func (p *pod) serve(logger *slog.Logger) int {
 		}
 	}
 	p.close(ctx, logger)
-	logger.Info("roomcast gateway stopped", "exit_code", code)
+	if p.text {
+		fmt.Fprintf(os.Stderr, "roomcast gateway stopped (exit code %d)\n", code)
+	} else {
+		logger.Info("roomcast gateway stopped", "exit_code", code)
+	}
 	return code
+}
+
+// listen opens the listener of --flag on addr; its error names the flag and, for
+// an address in use, says so plainly.
+func listen(flag, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("--%s %s: the address is in use (another gateway, or another program, listens there): stop it or choose another port", flag, addr)
+	case err != nil:
+		return nil, fmt.Errorf("--%s %s: %w", flag, addr, err)
+	}
+	return l, nil
+}
+
+// signalName is how a person knows a signal: Ctrl-C for SIGINT.
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGINT {
+		return "Ctrl-C"
+	}
+	return sig.String()
 }
 
 // close releases the registry, access control and the log.

@@ -90,6 +90,11 @@ func checkRanges(fs *flag.FlagSet, c *config, fromEnv map[string]bool) error {
 	default:
 		return fmt.Errorf("%s %q: must be debug, info, warn or error", flagRef("log-level", fromEnv), c.LogLevel)
 	}
+	switch strings.ToLower(c.LogFormat) {
+	case logAuto, logJSON, logText:
+	default:
+		return fmt.Errorf("%s %q: must be auto, json or text", flagRef("log-format", fromEnv), c.LogFormat)
+	}
 	if err := checkListenAddr(c.Addr); err != nil {
 		return fmt.Errorf("%s %q: %w", flagRef("addr", fromEnv), c.Addr, err)
 	}
@@ -241,6 +246,6 @@ func (c config) effective() []any {
 		"max_anonymous_rooms", c.Auth.MaxAnonymousRooms, "max_anonymous_rooms_per_ip", c.Auth.MaxAnonymousRoomsPerIP,
 		"public_host", c.PublicHosts.String(), "allow_origin", c.AllowOrigin, "admin_token_set", c.AdminToken != "", "admin_token_file", c.AdminTokenFile,
 		"drain_delay", fmtDuration(c.DrainDelay), "drain_window", fmtDuration(c.DrainWindow), "drain_timeout", fmtDuration(c.DrainTimeout),
-		"log_level", strings.ToLower(c.LogLevel),
+		"log_level", strings.ToLower(c.LogLevel), "log_format", strings.ToLower(c.LogFormat),
 	}
 }

@@ -184,9 +184,9 @@ func flagNames(t *testing.T) map[string]bool {
 		return ""
 	}, io.Discard)
 	for name := range out {
-		// A number flag rejects a word; string flags take it.
+		// A number flag rejects a word, saying it is not one; string flags take it.
 		_, err := parseConfig([]string{"--" + name + "=word"}, noEnvironment, io.Discard)
-		out[name] = err != nil && strings.Contains(err.Error(), "invalid value")
+		out[name] = err != nil && strings.HasPrefix(err.Error(), "--"+name+`: "word" is not a`)
 	}
 	return out
 }

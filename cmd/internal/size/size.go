@@ -25,7 +25,10 @@ const maxLen = 64
 const Forms = "a number of bytes with an optional unit B, KiB, MiB, GiB, TiB or PiB " +
 	"(K, KB and Ki mean KiB, and so on: every unit is a power of 1024; case does not matter)"
 
-var errSyntax = errors.New("want " + Forms)
+// Examples are sizes Parse accepts, for error messages.
+const Examples = "65536, 64KiB, 512MiB or 1.5GiB"
+
+var errSyntax = errors.New("write " + Forms + ", e.g. " + Examples)
 
 // units in the order they are tried: longer suffixes first.
 var units = []struct {
@@ -42,7 +45,7 @@ var units = []struct {
 // Parse reads a size (see the package doc).
 func Parse(s string) (int64, error) {
 	if len(s) > maxLen {
-		return 0, fmt.Errorf("size of %d characters: too long", len(s))
+		return 0, fmt.Errorf("a size of %d characters is too long: write %s, e.g. %s", len(s), Forms, Examples)
 	}
 	num, shift := strings.TrimSpace(s), uint(0)
 	lower := strings.ToLower(num)
@@ -54,11 +57,11 @@ func Parse(s string) (int64, error) {
 	}
 	v, err := parseNumber(num)
 	if err != nil {
-		return 0, fmt.Errorf("size %q: %w", s, err)
+		return 0, fmt.Errorf("%q is not a size: %w", s, err)
 	}
 	b := math.Round(v * float64(uint64(1)<<shift))
 	if b > Max {
-		return 0, fmt.Errorf("size %q: more than 1PiB", s)
+		return 0, fmt.Errorf("size %q is more than 1PiB", s)
 	}
 	return int64(b), nil
 }

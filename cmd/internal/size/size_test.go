@@ -32,6 +32,25 @@ func TestParseErrorNamesTheForms(t *testing.T) {
 	}
 }
 
+// TestEveryRefusalNamesTheForms: whatever is wrong with a value, the refusal says
+// what a size is and gives examples; the examples parse.
+func TestEveryRefusalNamesTheForms(t *testing.T) {
+	for _, in := range []string{"", "lots", "-1", "1e3", "64 XB", "1..2", "KiB", strings.Repeat("9", 65)} {
+		_, err := Parse(in)
+		if err == nil || !strings.Contains(err.Error(), Forms) || !strings.Contains(err.Error(), "e.g. "+Examples) {
+			t.Errorf("Parse(%q) error %v, want one naming the forms and the examples", in, err)
+		}
+	}
+	if _, err := Parse("2PiB"); err == nil || !strings.Contains(err.Error(), "more than 1PiB") {
+		t.Errorf("Parse(\"2PiB\") error %v, want one naming the largest size", err)
+	}
+	for _, ex := range strings.Split(strings.ReplaceAll(Examples, " or ", ", "), ", ") {
+		if _, err := Parse(ex); err != nil {
+			t.Errorf("the example %q does not parse: %v", ex, err)
+		}
+	}
+}
+
 func TestFormatRoundTrips(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 1000: "1000", 1024: "1KiB", 64 << 10: "64KiB", 3 << 20: "3MiB",
 		1 << 40: "1TiB", 1<<40 + 1: "1099511627777", 1 << 50: "1PiB"} {
