@@ -15,6 +15,7 @@ type Control struct {
 	Occupancy   Occupancy   // each pod's member count of each room it holds
 	Owners      Owners      // which connection owns each WebSocket client id
 	Notices     Notices     // short notices to one pod (close a displaced client)
+	Pods        Pods        // which live process holds each pod id (pods.go)
 }
 
 // ControlOf returns the control plane that shares log's backend, and false for a
@@ -29,9 +30,9 @@ func ControlOf(log Log) (Control, bool) {
 	for {
 		switch l := log.(type) {
 		case *RedisLog:
-			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices}, true
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods}, true
 		case *MemoryLog:
-			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices}, true
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods}, true
 		case interface{ Unwrap() Log }:
 			if log = l.Unwrap(); log != nil {
 				continue

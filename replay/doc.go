@@ -6,7 +6,7 @@
 //
 // Beside the history it keeps the control plane a fleet shares, each part behind an
 // interface of its own: Tickets and Revocations (control.go), Occupancy
-// (occupancy.go), Owners and Notices (owners.go). They are not the Log's: ControlOf
+// (occupancy.go), Owners and Notices (owners.go), Pods (pods.go). They are not the Log's: ControlOf
 // returns a log's Control, the stores on the log's backend, each in a file of its
 // own (control_memory.go, occupancy_redis.go, notices_redis.go, …). A RedisLog's
 // stores share its one rueidis client (so its connections), its connection state,
@@ -67,6 +67,16 @@
 // TTL, for operators. A RedisLog's keeps a room's records in the hash
 // room:{r}:pods, written and read by two functions of the library on the node's
 // clock (occupancy_redis.go); a MemoryLog's knows its own pod only.
+//
+// Both also have Pods: each pod id's liveness record, so that two live pods never
+// share one id (they would count as one in occupancy and take each other's
+// notices). A pod claims its id with a record naming its process (a random
+// instance, host, pid, start time, admin address) for a TTL, refreshes it while it
+// runs and releases it when it stops; a claim while another instance's record
+// lives fails with ErrPodInUse and returns that record. A RedisLog's keeps the hash
+// room:pod:{<pod>}:live with a TTL, claimed and refreshed by roomcast_v1_pod and
+// released by roomcast_v1_pod_release, which compare the instance in Lua
+// (pods_redis.go); a MemoryLog's is one map on its clock.
 //
 // # Client ownership
 //

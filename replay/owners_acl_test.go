@@ -88,15 +88,42 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 	})
 }
 
+// exercisePods runs everything the liveness records do through two logs (two
+// pods): a claim, a refused claim of the same id, a refresh, the holder, a
+// release.
+func exercisePods(t *testing.T, a, b *replay.RedisLog) {
+	t.Helper()
+	pa, pb := controlOf(t, a).Pods, controlOf(t, b).Pods
+	ctx := context.Background()
+	id := redistest.Prefix(t) + "-acl"
+	ra, rb := testPod(id, "instA"), testPod(id, "instB")
+	if _, claimed, err := pa.ClaimPod(ctx, ra, time.Minute); !claimed || err != nil {
+		t.Fatalf("claim pod id: %v, %v", claimed, err)
+	}
+	if _, _, err := pb.ClaimPod(ctx, rb, time.Minute); !errors.Is(err, replay.ErrPodInUse) {
+		t.Fatalf("claim of a held pod id: %v; want ErrPodInUse", err)
+	}
+	if _, _, err := pa.ClaimPod(ctx, ra, time.Minute); err != nil {
+		t.Fatalf("refresh pod id: %v", err)
+	}
+	if h, ok, err := pb.PodHolder(ctx, ra.ID); !ok || err != nil || h.Instance != "instA" {
+		t.Fatalf("pod holder: %+v, %v, %v", h, ok, err)
+	}
+	if err := pa.ReleasePod(ctx, ra); err != nil {
+		t.Fatalf("release pod id: %v", err)
+	}
+}
+
 // TestRedisACLOwnersStandalone: with the default user off and the gateway's user
-// holding exactly the documented ACL, two logs use the ownership registry and pod
-// notices, and Redis refused none of their commands.
+// holding exactly the documented ACL, two logs use the ownership registry, pod
+// notices and pods' liveness records, and Redis refused none of their commands.
 func TestRedisACLOwnersStandalone(t *testing.T) {
 	t.Parallel()
 	srv, cfg := aclStandalone(t)
 	a := newRedisLog(t, []string{srv.Addr}, cfg)
 	b := newRedisLog(t, []string{srv.Addr}, cfg)
 	exerciseOwners(t, a, b)
+	exercisePods(t, a, b)
 	refusedNone(t, srv, "the logs")
 }
 
@@ -108,5 +135,6 @@ func TestRedisACLOwnersCluster(t *testing.T) {
 	a := newRedisLog(t, c.Addrs(), cfg)
 	b := newRedisLog(t, c.Addrs(), cfg)
 	exerciseOwners(t, a, b)
+	exercisePods(t, a, b)
 	clusterRefusedNone(t, c, "the logs")
 }

@@ -193,12 +193,14 @@ type RedisLog struct {
 
 	// The control plane on this log's client (ControlOf), each store in its file:
 	// tickets and revocations (control_redis.go), occupancy (occupancy_redis.go),
-	// client ownership (owners_redis.go) and pod notices (notices_redis.go).
+	// client ownership (owners_redis.go), pod notices (notices_redis.go) and pods'
+	// liveness records (pods_redis.go).
 	tickets *redisTickets
 	revs    *redisRevocations
 	occ     *redisOccupancy
 	owners  *redisOwners
 	notices *redisNotices
+	pods    *redisPods
 
 	group groupCommit // Appends waiting for, or in, a flush (redis_group.go)
 	slots slotMap     // cluster slot owners, for flushes that WAIT
@@ -240,8 +242,8 @@ type RedisStats struct {
 	// Appends, and GroupAppends the Appends they carried: concurrent Appends share
 	// a flush, so GroupAppends/GroupFlushes is the mean group size.
 	GroupFlushes, GroupAppends uint64
-	// BadOwners counts client ownership entries and pod notices read from Redis
-	// that failed validation; each was ignored.
+	// BadOwners counts client ownership entries, pod notices and pods' liveness
+	// records read from Redis that failed validation; each was ignored.
 	BadOwners uint64
 }
 
@@ -264,7 +266,7 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	life, cancel := context.WithCancel(context.Background())
 	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub), hot: hot}
 	l.tickets, l.revs, l.occ = &redisTickets{l: l}, &redisRevocations{l: l}, &redisOccupancy{l: l}
-	l.owners, l.notices = &redisOwners{l: l}, &redisNotices{l: l}
+	l.owners, l.notices, l.pods = &redisOwners{l: l}, &redisNotices{l: l}, &redisPods{l: l}
 	l.health.Store(&Health{Kind: "redis", ChangedAt: time.Now()})
 	if err := l.connect(ctx); err != nil {
 		if !errors.Is(err, ErrUnavailable) {

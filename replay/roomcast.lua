@@ -13,6 +13,9 @@
 --   room:client:{c}     hash: boot, session, pod, since (Unix ms), identity, with a
 --                       TTL: the connection that owns client id c (claim_as,
 --                       refresh_as, release; claim and refresh for older pods)
+--   room:pod:{p}:live   hash: instance, host, pid, started, admin, refreshed (Unix
+--                       ms), with a TTL: the live process that holds pod id p
+--                       (pod, pod_release)
 -- Function names carry the library version, since Redis requires function names to
 -- be unique across libraries: two versions can be loaded side by side during a
 -- rolling upgrade.
@@ -422,6 +425,82 @@ local function release(keys, args)
   return 1
 end
 
+-- Pods' liveness records: one live process per pod id. A record's instance is
+-- random, made once per process start, so a process knows its own record.
+local POD_KEY = '^room:pod:{(.+)}:live$'
+
+local function pod_key(keys)
+  if #keys ~= 1 or type(keys[1]) ~= 'string' or #keys[1] > 253 + 15 then
+    return nil
+  end
+  local id = string.match(keys[1], POD_KEY)
+  if not id or not valid_pod(id) then
+    return nil
+  end
+  return keys[1]
+end
+
+-- valid_pod_field reports whether s may be a record's host or admin address: '' or
+-- a pod id's form.
+local function valid_pod_field(s)
+  return type(s) == 'string' and (s == '' or valid_pod(s))
+end
+
+-- pod: KEYS pod key; ARGV instance, host, pid, started (Unix ms), admin, ttl ms.
+-- Makes the record the pod id's for ttl when no record holds it (status 2), or
+-- extends it and marks it refreshed when the same instance holds it (status 1);
+-- else changes nothing (status 0). Returns {status, the record that holds the id
+-- as HGETALL gives it (status 0), else {}}.
+local function pod(keys, args)
+  local key = pod_key(keys)
+  if not key then
+    return fail('bad pod key')
+  end
+  if #args ~= 6 then
+    return fail('pod takes 6 arguments')
+  end
+  local instance, host, pid, started, admin, ttl =
+    args[1], args[2], integer(args[3]), integer(args[4]), args[5], integer(args[6])
+  if not valid_session(instance) or not valid_pod_field(host) or not valid_pod_field(admin) then
+    return fail('bad pod record')
+  end
+  if not pid or not started or started < 1 or not ttl or ttl < 1 then
+    return fail('bad count')
+  end
+  local cur = redis.call('HMGET', key, 'instance')[1]
+  if cur == instance then
+    redis.call('HSET', key, 'refreshed', fmt(now_ms()))
+    redis.call('PEXPIRE', key, ttl)
+    return {1, {}}
+  end
+  if cur then
+    return {0, redis.call('HGETALL', key)}
+  end
+  -- No instance: no record, or a malformed one, which no live pod refreshes.
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'instance', instance, 'host', host, 'pid', fmt(pid), 'started', fmt(started),
+    'admin', admin, 'refreshed', fmt(now_ms()))
+  redis.call('PEXPIRE', key, ttl)
+  return {2, {}}
+end
+
+-- pod_release: KEYS pod key; ARGV instance. Deletes the record only while instance
+-- holds it. Returns 1 when it did, else 0.
+local function pod_release(keys, args)
+  local key = pod_key(keys)
+  if not key then
+    return fail('bad pod key')
+  end
+  if #args ~= 1 or not valid_session(args[1]) then
+    return fail('bad instance')
+  end
+  if redis.call('HMGET', key, 'instance')[1] ~= args[1] then
+    return 0
+  end
+  redis.call('DEL', key)
+  return 1
+end
+
 redis.register_function('roomcast_v1_publish', publish)
 redis.register_function{function_name = 'roomcast_v1_since', callback = since, flags = {'no-writes'}}
 redis.register_function('roomcast_v1_occupancy', occupancy)
@@ -431,3 +510,5 @@ redis.register_function('roomcast_v1_refresh', refresh)
 redis.register_function('roomcast_v1_release', release)
 redis.register_function('roomcast_v1_claim_as', claim_as)
 redis.register_function('roomcast_v1_refresh_as', refresh_as)
+redis.register_function('roomcast_v1_pod', pod)
+redis.register_function('roomcast_v1_pod_release', pod_release)
