@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +36,11 @@ type Options struct {
 	// whose TestMain runs the gateway's main when Env says so.
 	Bin string
 	// Args are the gateway's flags. Unless they name them, --addr and --admin-addr
-	// are 127.0.0.1:0 (the kernel picks the ports; the start-up line says which).
+	// are 127.0.0.1:0 (the kernel picks the ports; the start-up line says which),
+	// and a pod of a fleet (Args name --redis) gets a --pod-id of its own (Name, then
+	// a number unique to this process): every pod on one host would otherwise take
+	// the hostname, and a pod whose id a live pod of the same Redis holds refuses to
+	// start.
 	Args []string
 	// Env is added to the test's environment.
 	Env []string
@@ -77,6 +82,9 @@ func Launch(o Options) (*Process, error) {
 	}
 	if !hasFlag(args, "admin-addr") {
 		args = append([]string{"--admin-addr", "127.0.0.1:0"}, args...)
+	}
+	if hasFlag(args, "redis") && !hasFlag(args, "pod-id") {
+		args = append([]string{"--pod-id", podID(o.Name)}, args...)
 	}
 	cmd := exec.Command(o.Bin, args...)
 	cmd.Env = append(os.Environ(), o.Env...)
@@ -123,6 +131,24 @@ func Start(t testing.TB, o Options) *Process {
 		}
 	})
 	return p
+}
+
+// podIDs numbers the pod ids Launch gives.
+var podIDs atomic.Int64
+
+// podID is a pod id no other launch of this process gives: name reduced to
+// letters, digits and '-', then the process id and a counter.
+func podID(name string) string {
+	b := []byte(name)
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	return fmt.Sprintf("%s-%d-%d", b, os.Getpid(), podIDs.Add(1))
 }
 
 func hasFlag(args []string, name string) bool {

@@ -1,6 +1,7 @@
 package gatewaytest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -34,7 +35,7 @@ func fakeGateway(mode string, args []string) int {
 	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM)
-	fmt.Fprintf(os.Stderr, "{\"msg\":%q,\"addr\":%q,\"admin_addr\":%q}\n", StartedMsg, flag("addr"), flag("admin-addr"))
+	fmt.Fprintf(os.Stderr, "{\"msg\":%q,\"addr\":%q,\"admin_addr\":%q,\"pod_id\":%q}\n", StartedMsg, flag("addr"), flag("admin-addr"), flag("pod-id"))
 	<-sig
 	if mode == "stubborn" {
 		<-sig
@@ -70,6 +71,43 @@ func TestLaunch(t *testing.T) {
 	}
 	if len(lines) != 2 || !strings.Contains(p.Log(), "roomcast gateway stopped") {
 		t.Errorf("OnLog saw %q; log %q", lines, p.Log())
+	}
+}
+
+// TestLaunchPodID: pods of a fleet get a pod id of their own unless the args name
+// one; an embedded gateway gets none.
+func TestLaunchPodID(t *testing.T) {
+	podID := func(args ...string) string {
+		t.Helper()
+		var id string
+		o := fake("plain", args...)
+		o.Name = "pod a"
+		o.OnLog = func(l []byte) {
+			var m struct {
+				PodID string `json:"pod_id"`
+			}
+			if id == "" && json.Unmarshal(l, &m) == nil {
+				id = m.PodID
+			}
+		}
+		p, err := Launch(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	a, b := podID("--redis", "127.0.0.1:1"), podID("--redis=127.0.0.1:1")
+	if a == b || !strings.HasPrefix(a, "pod-a-") || !strings.HasPrefix(b, "pod-a-") {
+		t.Errorf("fleet pods got pod ids %q and %q: want two of their own", a, b)
+	}
+	if got := podID("--redis", "127.0.0.1:1", "--pod-id", "given"); got != "given" {
+		t.Errorf("pod id %q, want the given one", got)
+	}
+	if got := podID("--redis-timeout", "1s"); got != "" {
+		t.Errorf("an embedded gateway got pod id %q", got)
 	}
 }
 
