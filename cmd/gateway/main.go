@@ -79,6 +79,7 @@ func refuse(err error) int {
 type pod struct {
 	cfg    config
 	log    replay.Log
+	podID  *podIDLease // this process's claim of its pod id (podid.go)
 	rooms  *rooms.Registry
 	drain  *drain.Drainer
 	server *gateway.Server
@@ -104,6 +105,9 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	ctl, ok := replay.ControlOf(log)
 	if !ok {
 		return fail(errors.New("the log keeps no control plane"))
+	}
+	if p.podID, err = claimPodID(cfg, ctl, logger); err != nil {
+		return fail(err)
 	}
 	reg, err := rooms.New(log, log, rooms.Config{
 		Queue:      cfg.Queue,
@@ -354,6 +358,7 @@ func (p *pod) close(ctx context.Context, logger *slog.Logger) {
 			logger.Warn("closing rooms", "err", err)
 		}
 	}
+	p.podID.release(ctx)
 	if err := p.log.Close(ctx); err != nil {
 		logger.Warn("closing the log", "err", err)
 	}
