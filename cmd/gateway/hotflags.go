@@ -21,7 +21,7 @@ func (h *hotFlags) register(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&h.Rooms, "hot-rooms", "", "fleet mode: rooms followed by every pod, comma-separated names or prefixes ending in *; their doorbell is split over --hot-room-partitions shard channels (empty: none)")
 	fs.IntVar(&h.Partitions, "hot-room-partitions", 4, "fleet mode: shard channels a hot room's doorbell is split over; every pod must use the same value")
-	fs.StringVar(&h.PodID, "pod-id", host, "this pod's name among the fleet (default: the hostname): it names the pod in occupancy records and answers, and a hash of it picks the hot-room channel the pod listens to")
+	fs.StringVar(&h.PodID, "pod-id", host, "this pod's name among the fleet (default: the hostname), one per live pod: a pod whose id a live pod of the same Redis holds refuses to start; it names the pod in occupancy records and answers and among WebSocket client owners, and a hash of it picks the hot-room channel the pod listens to")
 }
 
 // check validates the hot-room flags; redis is whether --redis is set.

@@ -90,21 +90,22 @@ func newInstance() string {
 // another process's record holds the id, it watches that record for up to ttl and
 // one refresh more: a record that is refreshed (or taken by yet another process)
 // is a live pod's, and claimPod returns inUse(holder); one that lapses was a
-// stopped pod's, and the id is claimed. When the store cannot be reached it warns
+// stopped pod's, and the id is claimed (with a warning once two refreshes were
+// missed, so that a person sees why the start waits). When the store cannot be reached it warns
 // and returns the lease all the same: its refreshes claim the id once they can.
 func claimPod(pods replay.Pods, rec replay.PodRecord, ttl, every time.Duration, inUse func(replay.PodRecord) error, logger *slog.Logger) (*podIDLease, error) {
 	ctx := context.Background()
 	var (
-		first    replay.PodRecord
-		watching bool
-		deadline time.Time
-		poll     = min(every/4, 250*time.Millisecond)
+		first           replay.PodRecord
+		watching, said  bool
+		since, deadline time.Time
+		poll            = min(every/4, 250*time.Millisecond)
 	)
 	for {
 		holder, _, err := pods.ClaimPod(ctx, rec, ttl)
 		if err == nil {
 			if watching {
-				logger.Info("the pod id's previous holder stopped refreshing its record: pod id claimed", "pod_id", rec.ID, "previous", first.String())
+				logger.Info("the pod id's record lapsed: pod id claimed", "pod_id", rec.ID, "previous", first.String())
 			}
 			break
 		}
@@ -113,15 +114,19 @@ func claimPod(pods replay.Pods, rec replay.PodRecord, ttl, every time.Duration, 
 			logger.Warn("pod id not checked yet: the refreshes of this pod's record claim it once Redis answers", "pod_id", rec.ID, "err", err)
 			break
 		}
+		now := time.Now()
 		switch {
 		case !watching:
-			first, watching, deadline = holder, true, time.Now().Add(ttl+every)
-			logger.Warn("pod id held by another process: waiting for its record to be refreshed (the pod is alive) or to lapse (it stopped)",
-				"pod_id", rec.ID, "holder", holder.String(), "wait_at_most", (ttl + every).String())
+			first, watching, since, deadline = holder, true, now, now.Add(ttl+every)
 		case holder.Instance != first.Instance || !holder.Refreshed.Equal(first.Refreshed):
 			return nil, inUse(holder)
-		case time.Now().After(deadline):
+		case now.After(deadline):
 			return nil, inUse(holder)
+		case !said && now.Sub(since) > 2*every:
+			// A live holder would have refreshed by now: say why the start waits.
+			said = true
+			logger.Warn("pod id held by a process that stopped refreshing its record: waiting for the record to lapse",
+				"pod_id", rec.ID, "holder", holder.String(), "wait_at_most", deadline.Sub(now).Round(time.Second).String())
 		}
 		time.Sleep(poll)
 	}

@@ -87,6 +87,9 @@ func TestPodIDTakenRefuses(t *testing.T) {
 			t.Errorf("the refusal does not say %q:\n%s", want, stderr)
 		}
 	}
+	if strings.Contains(stderr, "stopped refreshing") {
+		t.Errorf("the refusal took the live pod for a stopped one:\n%s", stderr)
+	}
 	t.Logf("refused after %s (the live pod refreshes every %s)", took.Round(time.Millisecond), testPodEvery)
 	if got := s.MustDo(t, "HGET", key, "instance"); got != instance {
 		t.Fatalf("the refused start changed the record's instance: %q, want %q", got, instance)
@@ -129,7 +132,7 @@ func TestPodIDTakenRefuses(t *testing.T) {
 	if got := s.MustDo(t, "HGET", key, "pid"); got != strconv.Itoa(b.Pid()) {
 		t.Fatalf("HGET %s pid = %q after the restart, want %d", key, got, b.Pid())
 	}
-	if strings.Contains(b.Log(), "pod id held by another process") {
+	if strings.Contains(b.Log(), "pod id held by a process that stopped refreshing") {
 		t.Fatalf("the start after a clean stop waited for the record:\n%s", b.Log())
 	}
 }
@@ -161,7 +164,7 @@ func TestPodIDFreeAfterKill(t *testing.T) {
 	if got := s.MustDo(t, "HGET", key, "pid"); got != strconv.Itoa(b.Pid()) {
 		t.Fatalf("HGET %s pid = %q, want the new pod's %d", key, got, b.Pid())
 	}
-	if !strings.Contains(b.Log(), "pod id held by another process") {
+	if !strings.Contains(b.Log(), "pod id held by a process that stopped refreshing") {
 		t.Fatalf("the new pod did not say that it waited:\n%s", b.Log())
 	}
 }
