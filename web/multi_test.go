@@ -128,7 +128,10 @@ func TestDemoPageFollowsSeveralRooms(t *testing.T) {
 	do(t, ctx, chromedp.Click(chromedp.ID("multi-follow")))
 	const diag = `document.getElementById('multi-state').textContent + ' | ' + document.getElementById('multi-log').innerText`
 	waitFor(t, ctx, "the card to go live", `document.getElementById('multi-state').textContent === 'Live · 2 rooms'`, diag, 10*time.Second)
+	// Order is kept within a room; across rooms a stream takes turns (a room's queue
+	// may go first when both hold an event), so b is published once a is shown.
 	a := gw.publish("demo-a", map[string]string{"text": "to a"})
+	waitFor(t, ctx, "the first event", `document.querySelectorAll('#multi-log li[data-kind=event]').length === 1`, diag, 10*time.Second)
 	b := gw.publish("demo-b", map[string]string{"text": "to b"})
 	waitFor(t, ctx, "both events", `document.querySelectorAll('#multi-log li[data-kind=event]').length === 2`, diag, 10*time.Second)
 	got := eval[[]string](t, ctx, `[...document.querySelectorAll('#multi-log li[data-kind=event]')].map((li) => li.dataset.room + ':' + li.dataset.seq)`)
