@@ -75,6 +75,15 @@
 // Talk to Redis or hold room state: it calls replay.Log to publish and read history,
 // and rooms.Registry for live fan-out.
 //
+// # The API's description
+//
+// openapi.yaml, embedded and served on the public listener at GET /openapi.yaml
+// (OpenAPI), is the OpenAPI 3.1 description of both listeners: every route, the
+// statuses each answers, the error body and its codes. The package's tests keep it
+// honest: TestOpenAPIRoutes walks both routers against it, and every exchange with a
+// test pod is checked against it (apiCheck in the tests). A route, a status or an
+// error code added here is added there in the same change.
+//
 // # Errors
 //
 // Every error answer is a status code with a JSON body {"error","message"}. A

@@ -100,8 +100,10 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every exchange with the pod is checked against openapi.yaml: the description
+	// holds for whatever the tests send.
 	p := &pod{log: log, rooms: reg, drain: dr, srv: srv, closedConns: make(chan string, 1024),
-		public: httptest.NewUnstartedServer(srv.Public()), admin: httptest.NewServer(srv.Admin())}
+		public: httptest.NewUnstartedServer(apiCheck(t, srv.Public())), admin: httptest.NewServer(apiCheck(t, srv.Admin()))}
 	p.public.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateClosed {
 			select {

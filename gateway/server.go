@@ -127,8 +127,14 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 }
 
 // Public is the handler of the public listener: room streams and publishing,
-// /healthz, /readyz and the web pages. Admin routes are never on it.
+// /healthz, /readyz, /openapi.yaml and the web pages. Admin routes are never on it.
 func (s *Server) Public() http.Handler {
+	return s.hosts(s.cors(s.edge(s.publicRouter(), s.trustedOrigins()...)))
+}
+
+// publicRouter is the public listener's router, before the edge's checks; its
+// routes are the ones openapi.yaml describes.
+func (s *Server) publicRouter() *chi.Mux {
 	pages := web.Public()
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead)
@@ -137,6 +143,7 @@ func (s *Server) Public() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.yaml", openAPI)
 	r.Get("/rooms/{room}/events", uncounted(s.stream))
 	r.Head("/rooms/{room}/events", s.streamHead)
 	r.Post("/rooms/{room}/events", s.publish)
@@ -146,12 +153,18 @@ func (s *Server) Public() http.Handler {
 	r.Get("/ws", uncounted(s.websocket))
 	r.Post("/tickets", s.issueTicket)
 	r.NotFound(pages.ServeHTTP)
-	return s.hosts(s.cors(s.edge(r, s.trustedOrigins()...)))
+	return r
 }
 
 // Admin is the handler of the admin listener: /metrics, /admin/stats, /admin/drain,
 // /admin/shed, /admin/rooms, pprof and the operator page.
 func (s *Server) Admin() http.Handler {
+	return s.hosts(s.edge(s.adminGuard(s.adminRouter())))
+}
+
+// adminRouter is the admin listener's router, before the edge's checks and the
+// admin token's guard; its routes are the ones openapi.yaml describes.
+func (s *Server) adminRouter() *chi.Mux {
 	pages := web.Admin()
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead)
@@ -172,7 +185,7 @@ func (s *Server) Admin() http.Handler {
 	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	r.NotFound(pages.ServeHTTP)
-	return s.hosts(s.edge(s.adminGuard(r)))
+	return r
 }
 
 // cmdline is net/http/pprof's Cmdline over Config.Cmdline, whose secrets are
