@@ -23,6 +23,9 @@ func openPTY(t *testing.T) (controller, terminal *os.File) {
 	t.Helper()
 	c, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no pseudo-terminal here: %v; CI=true requires the terminal start-up tests to run", err)
+		}
 		t.Skipf("no pseudo-terminal here: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
