@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,30 +15,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 	"github.com/roomcast/roomcast/replay/polltest"
 )
 
 // tourSection is the README's part of the tour that the newcomer's walk runs.
 const tourSection = "### Subscribe, publish, resume"
 
-// tourBlocks returns the fenced sh blocks of a section of a Markdown file, in order:
-// the section runs from its heading to the next heading of the same or a higher
-// level.
+// tourBlocks returns the fenced sh blocks of a section of a Markdown file, in order
+// (gatewaytest.MarkdownSection says where the section ends).
 func tourBlocks(path, heading string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	lines, _, err := gatewaytest.MarkdownSection(path, heading)
 	if err != nil {
 		return nil, err
 	}
-	lines := strings.Split(string(b), "\n")
-	start := slices.Index(lines, heading)
-	if start < 0 {
-		return nil, fmt.Errorf("%s has no heading %q", path, heading)
-	}
-	level := strings.Index(heading, " ")
-	var blocks []string
-	var cur []string
+	var blocks, cur []string
 	inSh, inFence := false, false
-	for _, line := range lines[start+1:] {
+	for _, line := range lines {
 		switch {
 		case inFence && strings.HasPrefix(line, "```"):
 			if inSh {
@@ -50,10 +42,6 @@ func tourBlocks(path, heading string) ([]string, error) {
 			cur = append(cur, line)
 		case strings.HasPrefix(line, "```"):
 			inFence, inSh = true, strings.TrimSpace(strings.TrimPrefix(line, "```")) == "sh"
-		case strings.HasPrefix(line, "#"):
-			if l := strings.Index(line, " "); l > 0 && l <= level && strings.Trim(line[:l], "#") == "" {
-				return blocks, nil
-			}
 		}
 	}
 	return blocks, nil

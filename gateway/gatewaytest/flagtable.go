@@ -28,20 +28,14 @@ var flagNameRE = regexp.MustCompile("`--?([a-z0-9-]+)[ `]")
 // markdown file at path: every flag a row's first cell names, with its share of the
 // default column.
 func FlagTable(path, heading string) ([]FlagRow, error) {
-	b, err := os.ReadFile(path)
+	lines, first, err := MarkdownSection(path, heading)
 	if err != nil {
 		return nil, err
-	}
-	lines := strings.Split(string(b), "\n")
-	start := slices.Index(lines, heading)
-	if start < 0 {
-		return nil, fmt.Errorf("%s has no heading %q", path, heading)
 	}
 	var out []FlagRow
 	defCol := -1
 	inTable := false
-	for i := start + 1; i < len(lines); i++ {
-		line := lines[i]
+	for i, line := range lines {
 		if strings.HasPrefix(line, "#") {
 			break // the section ended
 		}
@@ -74,7 +68,7 @@ func FlagTable(path, heading string) ([]FlagRow, error) {
 			if len(defs) == len(names) {
 				def = strings.Trim(defs[k], "`")
 			}
-			out = append(out, FlagRow{Name: m[1], Default: def, Line: i + 1})
+			out = append(out, FlagRow{Name: m[1], Default: def, Line: first + i})
 		}
 	}
 	if len(out) == 0 {
@@ -140,4 +134,33 @@ func checkDefault(f *flag.Flag, v flag.Value, def string) error {
 		return fmt.Errorf("the table's default %q reads as %q, the default is %q", def, got, f.DefValue)
 	}
 	return nil
+}
+
+// MarkdownSection returns the lines of the section of the Markdown file at path under
+// heading (a whole line, such as "## Configuration"): from the line after it to the
+// next heading of the same or a higher level outside a fenced block. first is the
+// line number (from 1) of lines[0] in the file.
+func MarkdownSection(path, heading string) (lines []string, first int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	all := strings.Split(string(b), "\n")
+	start := slices.Index(all, heading)
+	if start < 0 {
+		return nil, 0, fmt.Errorf("%s has no heading %q", path, heading)
+	}
+	level := strings.Index(heading, " ")
+	lines, first = all[start+1:], start+2
+	inFence := false
+	for i, line := range lines {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+			continue
+		}
+		if l := strings.Index(line, " "); !inFence && l > 0 && l <= level && strings.Trim(line[:l], "#") == "" {
+			return lines[:i], first, nil
+		}
+	}
+	return lines, first, nil
 }
