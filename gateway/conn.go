@@ -309,7 +309,9 @@ func (c *conn) live() rooms.Reason {
 			single.pending = it
 		case <-done:
 		case b := <-c.out:
-			if err := t.write(c, b, []int{len(b)}); err != nil {
+			// Between batches the batch's frame ends are free to describe one frame.
+			c.ends = append(c.ends[:0], len(b))
+			if err := t.write(c, b, c.ends); err != nil {
 				return reasonFor(c.ctx, err)
 			}
 			continue
