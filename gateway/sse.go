@@ -15,26 +15,11 @@ func AppendFrame(dst []byte, id, event string, data []byte) []byte {
 // EventFrame encodes ev as its SSE frame on a room's stream (wire.EventFrame).
 func EventFrame(ev replay.Event) []byte { return wire.EventFrame(ev) }
 
-// ResyncFrame encodes the notice that the history between a reader's position and
-// head is lost: event "resync" with data {"room","epoch","seq"}, and head as its id so
-// that a reconnect resumes from there.
-func ResyncFrame(room string, head replay.Position) []byte {
-	return resyncFrame(room, head, false)
-}
-
-// ForkFrame encodes the resync of a forked history: the log holds another event at a
-// position the reader was already given, so the reader must go back to head even
-// when head is behind what it has seen. Its data adds "fork":true to a resync's.
-func ForkFrame(room string, head replay.Position) []byte {
-	return resyncFrame(room, head, true)
-}
-
-func resyncFrame(room string, head replay.Position, fork bool) []byte {
-	return appendResyncFields(wire.AppendID(make([]byte, 0, 160+len(room)), head), room, head, fork)
-}
-
 // appendResyncFields appends a resync's frame after its id line: event resync and
-// data {"room","epoch","seq"}, with "fork":true for a fork.
+// data {"room","epoch","seq"}, with "fork":true for a fork (the log holds another
+// event at a position the reader was already given, so the reader must go back to
+// the position even when it is behind what it has seen). The id line is the
+// position the reader resumes from.
 func appendResyncFields(dst []byte, room string, head replay.Position, fork bool) []byte {
 	dst = append(dst, "event: resync\ndata: "...)
 	dst = appendPositionJSON(dst, room, head)
