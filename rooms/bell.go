@@ -16,8 +16,22 @@ func (g *Registry) JoinBell(ctx context.Context, name string, bell chan struct{}
 	return m, nil
 }
 
-// ring wakes the member's reader, if it has a bell.
+// Waker is a reader that no goroutine waits for: an event loop's connection, which
+// Wake schedules on its worker. Wake must not block: it runs under the room's lock,
+// on the fan-out's path.
+type Waker interface{ Wake() }
+
+// SetWaker has the member wake w whenever an item reaches its queue and when it is
+// closed, in place of its bell. Items queued before SetWaker returns may come
+// without a wake: the reader looks at the queue once after setting it.
+func (m *Member) SetWaker(w Waker) { m.waker.Store(w) }
+
+// ring wakes the member's reader: its waker, else its bell, if it has one.
 func (m *Member) ring() {
+	if w, _ := m.waker.Load().(Waker); w != nil {
+		w.Wake()
+		return
+	}
 	if b := m.bell.Load(); b != nil {
 		select {
 		case *b <- struct{}{}:

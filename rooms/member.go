@@ -95,7 +95,8 @@ type Member struct {
 	reason atomic.Int32
 	open   *atomic.Int64 // the registry's count of open members
 
-	bell atomic.Pointer[chan struct{}] // rung on every queued item and on close; nil: none (see JoinBell)
+	bell  atomic.Pointer[chan struct{}] // rung on every queued item and on close; nil: none (see JoinBell)
+	waker atomic.Value                  // a Waker woken likewise, once set (SetWaker)
 }
 
 // Room is the room's name.
