@@ -136,6 +136,13 @@ type Config struct {
 	// OwnerTTL is how long a client's claim lives unless refreshed; the connection
 	// refreshes it every third of it (default 30s).
 	OwnerTTL time.Duration
+	// IdleLoop says where live connections wait between events: IdleLoopOn hands a
+	// stream, once its headers, anchor and replay are written, to the pod's event-loop
+	// workers (one per core), which watch its socket and write to it without a
+	// goroutine of its own; IdleLoopOff keeps a goroutine per connection. The zero
+	// value is IdleLoopOn where the platform has the loop (IdleLoopSupported), else
+	// IdleLoopOff; IdleLoopOn where it has none is an error.
+	IdleLoop IdleLoop
 	// Connections is the registry of the pod's open connections: pass the one the
 	// drain was made with (drain.New(conns, …)), so that drains pace and shed
 	// connections rather than room members. Nil: a registry of the server's own.
@@ -145,6 +152,36 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Logger receives request-level errors (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// IdleLoop is where live connections wait between events (Config.IdleLoop).
+type IdleLoop uint8
+
+const (
+	IdleLoopDefault IdleLoop = iota // on where supported, else off
+	IdleLoopOn                      // the event-loop workers
+	IdleLoopOff                     // a goroutine per connection
+)
+
+// ParseIdleLoop reads "on" or "off".
+func ParseIdleLoop(v string) (IdleLoop, error) {
+	switch v {
+	case "on":
+		return IdleLoopOn, nil
+	case "off":
+		return IdleLoopOff, nil
+	}
+	return IdleLoopDefault, fmt.Errorf("%q: must be on or off", v)
+}
+
+func (l IdleLoop) String() string {
+	switch l {
+	case IdleLoopOn:
+		return "on"
+	case IdleLoopOff:
+		return "off"
+	}
+	return "default"
 }
 
 func (c *Config) fill() error {
@@ -163,6 +200,14 @@ func (c *Config) fill() error {
 	def(&c.WSPing, 20*time.Second)
 	def(&c.WSHelloTimeout, 10*time.Second)
 	def(&c.OwnerTTL, 30*time.Second)
+	if c.IdleLoop == IdleLoopDefault {
+		c.IdleLoop = IdleLoopOff
+		if IdleLoopSupported {
+			c.IdleLoop = IdleLoopOn
+		}
+	} else if c.IdleLoop == IdleLoopOn && !IdleLoopSupported {
+		return errors.New("gateway: the idle loop needs Linux (epoll): set it off here")
+	}
 	if c.PodID == "" {
 		if c.PodID, _ = os.Hostname(); !replay.ValidPodID(c.PodID) {
 			c.PodID = "pod"

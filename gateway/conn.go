@@ -86,6 +86,8 @@ type conn struct {
 	// onRefresh keeps what the connection holds outside the pod (a client id's
 	// claim); false ends it (reasonKicked).
 	onRefresh func() bool
+
+	loopState // on the idle loop (see toLoop)
 }
 
 // connRoom is one room of a connection.
@@ -104,6 +106,7 @@ type connRoom struct {
 // newConn starts a connection of kind over transport t.
 func (s *Server) newConn(ctx context.Context, kind connKind, t transport, rooms int) *conn {
 	c := &conn{s: s, t: t, kind: kind, ctx: ctx}
+	c.idx = -1
 	c.rooms = make([]connRoom, 0, rooms)
 	if rooms > 1 || kind != kindStream {
 		c.bell = make(chan struct{}, 1)
@@ -170,13 +173,24 @@ func (c *conn) start(from []replay.Position, resumed []bool) {
 	}
 }
 
+// reasonOnLoop is serve's answer for a connection the idle loop took: it goes on,
+// and ends there.
+const reasonOnLoop rooms.Reason = 1 << 11
+
 // serve runs a connection that has joined its rooms, for its principal, until it
 // ends: it registers it (connected), ends it at once when a drain began while it
-// joined, sends its opening, replays the rooms that resume and serves live. It
-// returns why the connection ended, once the transport has said its last words.
+// joined, sends its opening, replays the rooms that resume and serves live, on its
+// goroutine or on the idle loop (reasonOnLoop). It returns why the connection
+// ended, once the transport has said its last words. The caller runs the
+// connection's cleanups (runCleanup), which serve adds to.
 func (c *conn) serve(who auth.Principal, from []replay.Position, resumed []bool) rooms.Reason {
 	s := c.s
-	defer s.connected(who, c.kind, c.members())()
+	// On the loop, the workers' sweep ends the connection when its credential
+	// expires, with no timer of its own.
+	c.deferEnd(s.connected(who, c.kind, c.members(), !c.loopable))
+	if c.loopable && !who.Expires.IsZero() {
+		c.expires = who.Expires.Unix()
+	}
 	if !s.drain.Accepting() {
 		// The drain began while this connection was joining: it would miss the
 		// drain's own close, so it moves on now.
@@ -199,6 +213,13 @@ func (c *conn) serve(who auth.Principal, from []replay.Position, resumed []bool)
 		if err := c.replay(i); err != nil {
 			return c.end(reasonFor(c.ctx, err))
 		}
+	}
+	if c.toLoop() {
+		return reasonOnLoop
+	}
+	if c.expires != 0 {
+		// It stays on its goroutine after all: a timer ends it.
+		c.deferEnd(expireAt(c.rooms[0].m, who.Expires))
 	}
 	return c.end(c.live())
 }

@@ -133,12 +133,16 @@ func (c *Connections) CloseAll(ctx context.Context) error {
 // ends it with a reauth, and the credential is checked once more, since a
 // revocation that landed while it was joining (a room's first join can take seconds
 // on Redis) found nothing to end then. It returns the func that undoes all of it,
-// for when the connection has ended.
-func (s *Server) connected(p auth.Principal, kind connKind, members []*rooms.Member) (done func()) {
+// for when the connection has ended. With timer unset, the expiry is the caller's
+// to watch.
+func (s *Server) connected(p auth.Principal, kind connKind, members []*rooms.Member, timer bool) (done func()) {
 	first := members[0]
 	remove := s.conns.add(kind, members)
 	unwatch := s.sessions.add(p, first)
-	stop := expireAt(first, p.Expires)
+	stop := func() {}
+	if timer {
+		stop = expireAt(first, p.Expires)
+	}
 	if s.auth.Revoked(p) {
 		first.Close(rooms.ReasonReauth)
 	}

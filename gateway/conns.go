@@ -121,6 +121,17 @@ type limitedConn struct {
 	mu      sync.Mutex
 	counted bool
 	closed  bool
+	// loop: the event loop took the connection, a stream's to its end, so it stays
+	// out of the count when its handler returns.
+	loop bool
+}
+
+// onLoop keeps the connection out of its address's count for good: the event loop
+// serves its stream past the handler's return.
+func (c *limitedConn) onLoop() {
+	c.mu.Lock()
+	c.loop = true
+	c.mu.Unlock()
 }
 
 // setCounted moves the connection into or out of its address's count. A connection
@@ -128,7 +139,7 @@ type limitedConn struct {
 func (c *limitedConn) setCounted(counted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.counted == counted {
+	if c.closed || c.loop || c.counted == counted {
 		return
 	}
 	c.counted = counted

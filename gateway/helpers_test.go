@@ -96,6 +96,9 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	if pc.gw.RetryMin == 0 {
 		pc.gw.RetryMin, pc.gw.RetryMax = 3*time.Second, 6*time.Second
 	}
+	if pc.gw.IdleLoop == gateway.IdleLoopDefault {
+		pc.gw.IdleLoop = gatewaytest.IdleLoop(t)
+	}
 	srv, err := gateway.New(log, reg, dr, pc.gw)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +115,12 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 			}
 		}
 	}
+	gateway.SetLoopClosedHook(srv, func(addr string) {
+		select {
+		case p.closedConns <- addr:
+		default:
+		}
+	})
 	p.public.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -11,6 +11,7 @@ type connHooks struct {
 	wrote       func(c *conn)                  // after a live batch of events was written
 	corked      func(c *conn)                  // once a WebSocket batch of several frames is corked
 	beforeHello func(readDone <-chan struct{}) // before a WebSocket connection waits for its hello
+	closed      func(remote string)            // once the idle loop closed a connection's socket
 }
 
 // testHooks holds the hooks of the servers a test set them for, by *Server.

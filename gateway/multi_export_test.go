@@ -6,6 +6,13 @@ func SetMuxBatchHook(s *Server, f func()) {
 	setHook(s, func(h *connHooks) { h.batch = func(*conn) { f() } })
 }
 
+// SetLoopClosedHook makes s call f with a connection's remote address once the idle
+// loop closed its socket: net/http's ConnState no longer sees a connection the
+// loop took.
+func SetLoopClosedHook(s *Server, f func(remote string)) {
+	setHook(s, func(h *connHooks) { h.closed = f })
+}
+
 // setHook changes s's hooks with set.
 func setHook(s *Server, set func(*connHooks)) {
 	h := &connHooks{}

@@ -278,8 +278,10 @@ func apiCheck(t testing.TB, next http.Handler) http.Handler {
 
 // check returns why the exchange does not match the description, or "".
 func (s *apiSpec) check(r *http.Request, reqBody []byte, rec *apiRecorder) string {
-	if rec.hijacked {
-		// A WebSocket upgrade (101): the description can say no more of it.
+	if rec.hijacked && rec.statusOr200() != http.StatusOK {
+		// A WebSocket upgrade (101): the description can say no more of it. (A
+		// stream the idle loop took is hijacked too, once its 200 is out: it is
+		// checked as any answer.)
 		if _, op := s.find(r.Method, r.URL.Path); op == nil || op.Responses.Codes.GetOrZero("101") == nil {
 			return "an upgrade where none is described"
 		}

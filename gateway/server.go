@@ -46,6 +46,7 @@ type Server struct {
 	resumes       counterRate   // of its resumed="true" child
 
 	conns *Connections // every open connection, the drain's target
+	loop  *loop        // the event-loop workers idle connections wait on; nil: --idle-loop off
 
 	owners     clientOwners           // who owns each WebSocket client id (Config.Owners)
 	notices    podNotices             // close notices between pods (Config.Notices)
@@ -71,6 +72,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		wsClaims: map[string]*claimTurn{}, conns: cfg.Connections, hostPolicy: newHostPolicy(cfg.PublicHosts)}
 	if s.conns == nil {
 		s.conns = NewConnections(reg)
+	}
+	if cfg.IdleLoop == IdleLoopOn {
+		s.loop = newLoop(s)
 	}
 	// What Config leaves out comes from the log's control plane: the fleet's in
 	// Redis, the pod's own in memory.

@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -110,9 +112,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind connKi
 	if a == nil {
 		return
 	}
-	defer a.release()
 	t := &sseStream{sw: a.sw}
 	c := s.newConn(r.Context(), kind, t, len(names))
+	c.deferEnd(a.release)
+	defer c.runCleanup()
 	if kind == kindMux {
 		c.token = replay.AppendTokenHead(nil, names)
 	}
@@ -128,9 +131,28 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind connKi
 		}
 		return
 	}
-	defer c.leave()
+	c.deferEnd(c.leave)
 	if !a.who.Expires.IsZero() {
 		a.sw.credExp = a.who.Expires.Unix()
+	}
+	if s.loop != nil && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && r.TLS == nil {
+		// An HTTP/1.1 response is chunked: on the loop the stream goes on writing
+		// chunks (see sseStream.write).
+		c.loopable = true
+		c.hijack = func() (net.Conn, error) {
+			if err := a.sw.rc.Flush(); err != nil {
+				return nil, err
+			}
+			nc, rw, err := a.sw.rc.Hijack()
+			if err != nil {
+				return nil, err
+			}
+			// Whatever the client sent after its request is dropped, as it would
+			// be on the loop (readSocket).
+			_, _ = rw.Reader.Discard(rw.Reader.Buffered())
+			a.sw.w, a.sw.rc = nil, nil
+			return nc, nil
+		}
 	}
 	c.serve(a.who, from, resumed)
 }
@@ -267,18 +289,42 @@ func (t *sseStream) appendResync(dst []byte, c *conn, i int, head replay.Positio
 
 func (t *sseStream) record(*conn) {}
 
-func (t *sseStream) write(_ *conn, buf []byte, _ []int) error { return t.sw.write(buf) }
+// write sends a batch of frames: through net/http while the stream has its
+// request goroutine, as one chunk of the chunked response once it is on the loop.
+func (t *sseStream) write(c *conn, buf []byte, _ []int) error {
+	if c.nc == nil {
+		return t.sw.write(buf)
+	}
+	var hdr [18]byte
+	return c.send(appendChunkHeader(hdr[:0], len(buf)), buf, crlf)
+}
+
+var (
+	crlf     = []byte("\r\n")
+	chunkEnd = []byte("0\r\n\r\n")
+)
+
+// appendChunkHeader appends the header of a chunk of n bytes: its size in hex and
+// CRLF.
+func appendChunkHeader(dst []byte, n int) []byte {
+	dst = strconv.AppendInt(dst, int64(n), 16)
+	return append(dst, '\r', '\n')
+}
 
 // interval is half the heartbeat interval, and tick sends a heartbeat only when the
 // stream has been quiet for that long: no stream is ever silent for a whole interval,
 // and a busy stream pays no timer reset per write.
 func (t *sseStream) interval() time.Duration { return t.sw.heartbeat / 2 }
 
-func (t *sseStream) tick(_ *conn, now time.Time) rooms.Reason {
-	if now.Sub(t.sw.last) < t.sw.heartbeat/2 {
+func (t *sseStream) tick(c *conn, now time.Time) rooms.Reason {
+	last := t.sw.last
+	if c.nc != nil {
+		last = c.lastWrite
+	}
+	if now.Sub(last) < t.sw.heartbeat/2 {
 		return 0
 	}
-	if err := t.sw.write(heartbeatFrame); err != nil {
+	if err := t.write(c, heartbeatFrame, nil); err != nil {
 		return rooms.ReasonWriteFailed
 	}
 	return 0
@@ -291,9 +337,10 @@ func (t *sseStream) tick(_ *conn, now time.Time) rooms.Reason {
 // keep up.
 func (t *sseStream) end(c *conn, reason rooms.Reason) {
 	s, sw := c.s, t.sw
+	var last []byte
 	switch reason {
 	case rooms.ReasonShed, rooms.ReasonShutdown:
-		_ = sw.write(retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+		last = retryFrame(nil, retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
 	case rooms.ReasonReauth:
 		exp := sw.credExp
 		if exp == 0 || exp > time.Now().Unix() {
@@ -304,15 +351,31 @@ func (t *sseStream) end(c *conn, reason rooms.Reason) {
 		for i := range c.rooms {
 			names[i] = c.rooms[i].name
 		}
-		_ = sw.write(retryFrame(reauthFrame(exp, names...), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax)))
+		last = retryFrame(reauthFrame(exp, names...), retryMillis(s.cfg.RetryMin, s.cfg.RetryMax))
 	case rooms.ReasonUnavailable:
-		_ = sw.write(retryFrame(s.appendUnreachable(nil), retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax)))
+		last = retryFrame(s.appendUnreachable(nil), retryMillis(2*s.cfg.RetryMin, 2*s.cfg.RetryMax))
 	case rooms.ReasonSlowConsumer, rooms.ReasonWriteFailed:
 		// Drop the connection rather than end the response cleanly: a client that
 		// does not read would otherwise keep the socket as an idle keep-alive
-		// connection. The client sees a network error and resumes by id.
-		panic(http.ErrAbortHandler)
+		// connection. The client sees a network error and resumes by id. On the
+		// loop, the worker closes the socket (finish).
+		if c.nc == nil {
+			panic(http.ErrAbortHandler)
+		}
+		c.abort = true
+		return
 	}
+	if c.nc == nil {
+		if last != nil {
+			_ = sw.write(last)
+		}
+		return
+	}
+	// On the loop the response ends here, and its connection with it.
+	if last != nil {
+		_ = t.write(c, last, nil)
+	}
+	_ = c.send(chunkEnd)
 }
 
 func reasonFor(ctx context.Context, err error) rooms.Reason {

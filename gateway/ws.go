@@ -356,6 +356,7 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	defer refresh.Stop()
 	c := wc.conn
 	c.out, c.kicked, c.gone, c.refresh, c.onRefresh = wc.out, wc.kicked, wc.readDone, refresh.C, wc.refresh
+	defer c.runCleanup()
 	c.serve(wc.who, h.from, h.resumed)
 	return wc.code, wc.why
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/cmd/internal/size"
+	"github.com/roomcast/roomcast/gateway"
 )
 
 // config is every flag of the gateway. Each flag has an environment twin,
@@ -74,6 +75,8 @@ type config struct {
 	LogLevel  string
 	LogFormat string
 
+	IdleLoop string // on or off
+
 	// Cmdline is the command line with the values of secret flags replaced
 	// (redactArgs), for /debug/pprof/cmdline.
 	Cmdline []string
@@ -132,6 +135,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "keep serving after SIGTERM before closing streams (preStop)")
 	fs.DurationVar(&c.DrainWindow, "drain-window", 30*time.Second, "spread stream closes over this long")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 45*time.Second, "hard deadline of a drain; keep it below the pod's grace period")
+	fs.StringVar(&c.IdleLoop, "idle-loop", defaultIdleLoop(), "on: streams and WebSocket connections wait between events on the pod's event-loop workers (one per core), without a goroutine each; off: a goroutine per connection (Linux has the loop; elsewhere on is refused)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", logAuto, "json (one JSON object a line), text (a start-up summary for a person, then slog text lines) or auto: text when stderr is a terminal, else json")
 	return fs
@@ -221,3 +225,11 @@ func (b *byteSize) Set(s string) error {
 var _ flag.Getter = (*byteSize)(nil)
 
 func environ(name string) string { return os.Getenv(name) }
+
+// defaultIdleLoop is --idle-loop's default: on where the platform has the loop.
+func defaultIdleLoop() string {
+	if gateway.IdleLoopSupported {
+		return gateway.IdleLoopOn.String()
+	}
+	return gateway.IdleLoopOff.String()
+}

@@ -141,6 +141,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 	p.auth = access
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(gateway.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	idleLoop, _ := gateway.ParseIdleLoop(cfg.IdleLoop) // checked with the flags
 	srv, err := gateway.New(log, reg, dr, gateway.Config{
 		RetryMin:     cfg.RetryMin,
 		RetryMax:     cfg.RetryMax,
@@ -155,6 +156,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		WSPing:            cfg.WSPing,
 		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(), Cmdline: cfg.Cmdline,
 		Owners: ctl.Owners, Notices: ctl.Notices, Occupancy: ctl.Occupancy,
+		IdleLoop:    idleLoop,
 		Connections: conns,
 		Registry:    metrics,
 		Logger:      logger,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/roomcast/roomcast/cmd/internal/size"
+	"github.com/roomcast/roomcast/gateway"
 )
 
 // bound is the range a numeric flag accepts, in the flag's unit: nanoseconds for
@@ -89,6 +90,9 @@ func checkRanges(fs *flag.FlagSet, c *config, fromEnv map[string]bool) error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("%s %q: must be debug, info, warn or error", flagRef("log-level", fromEnv), c.LogLevel)
+	}
+	if _, err := gateway.ParseIdleLoop(c.IdleLoop); err != nil {
+		return fmt.Errorf("%s %w", flagRef("idle-loop", fromEnv), err)
 	}
 	switch strings.ToLower(c.LogFormat) {
 	case logAuto, logJSON, logText:
@@ -246,6 +250,6 @@ func (c config) effective() []any {
 		"max_anonymous_rooms", c.Auth.MaxAnonymousRooms, "max_anonymous_rooms_per_ip", c.Auth.MaxAnonymousRoomsPerIP,
 		"public_host", c.PublicHosts.String(), "allow_origin", c.AllowOrigin, "admin_token_set", c.AdminToken != "", "admin_token_file", c.AdminTokenFile,
 		"drain_delay", fmtDuration(c.DrainDelay), "drain_window", fmtDuration(c.DrainWindow), "drain_timeout", fmtDuration(c.DrainTimeout),
-		"log_level", strings.ToLower(c.LogLevel), "log_format", strings.ToLower(c.LogFormat),
+		"log_level", strings.ToLower(c.LogLevel), "log_format", strings.ToLower(c.LogFormat), "idle_loop", c.IdleLoop,
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"time"
+
+	"github.com/roomcast/roomcast/gateway"
 )
 
 // Log formats of --log-format.
@@ -124,6 +127,11 @@ func (c config) announce(w io.Writer, public, admin, metrics net.Addr) {
 			where += " (TLS)"
 		}
 		row("log", "Redis at "+where+", pod "+c.podID())
+	}
+	if c.IdleLoop == gateway.IdleLoopOn.String() {
+		row("connections", fmt.Sprintf("idle ones wait on %d event-loop workers, without a goroutine each (--idle-loop on)", runtime.GOMAXPROCS(0)))
+	} else {
+		row("connections", "a goroutine each (--idle-loop off)")
 	}
 	for _, l := range c.accessLines(admin) {
 		row(l[0], l[1])

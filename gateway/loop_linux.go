@@ -1,0 +1,276 @@
+//go:build linux
+
+package gateway
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// IdleLoopSupported reports whether this platform has the event loop that serves
+// idle connections without a goroutine each (Config.IdleLoop): Linux's epoll only.
+const IdleLoopSupported = true
+
+// Socket events a connection on the loop is told of (conn.ev).
+const (
+	evIn  = unix.EPOLLIN
+	evOut = unix.EPOLLOUT
+	evHup = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+)
+
+// poller is one event-loop worker: an epoll set of sockets, an eventfd that wakes
+// it, its connections, and the run queue of connections woken by their rooms. Its
+// goroutine runs only while it has connections; it starts with the first and ends
+// with the last, closing its descriptors, so an idle pod holds none.
+type poller struct {
+	l *loop
+
+	mu      sync.Mutex
+	running bool
+	epfd    int
+	evfd    int
+	runq    []*conn // woken connections, each at most once (conn.queued)
+	adds    []*conn // connections handed to the worker, not yet in its set
+	// sleeping is set while the worker may be in epoll_wait: a wake-up writes the
+	// eventfd only then, once.
+	sleeping atomic.Bool
+
+	// The worker's own, touched by its goroutine alone.
+	conns []*conn          // every connection of the worker, conn.idx its place
+	byFD  map[int32]*conn  // the same, by socket
+	batch []*conn          // the run queue being served
+	evs   []unix.EpollEvent // epoll_wait's answers
+	swept time.Time         // when the connections were last swept (timers)
+	rbuf  []byte            // reads from the sockets (readBuf)
+}
+
+func newPoller(l *loop) *poller { return &poller{l: l, epfd: -1, evfd: -1} }
+
+// add hands c, whose socket is c.fd, to the worker, starting it if it is idle.
+func (p *poller) add(c *conn) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		if err := p.openLocked(); err != nil {
+			return err
+		}
+		p.running = true
+		p.l.workers.Add(1)
+		go p.run()
+	}
+	p.adds = append(p.adds, c)
+	p.signalLocked()
+	return nil
+}
+
+func (p *poller) openLocked() error {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("idle loop: epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return fmt.Errorf("idle loop: eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return fmt.Errorf("idle loop: epoll_ctl eventfd: %w", err)
+	}
+	p.epfd, p.evfd = epfd, evfd
+	if p.byFD == nil {
+		p.byFD = map[int32]*conn{}
+		p.evs = make([]unix.EpollEvent, 128)
+	}
+	return nil
+}
+
+// wake puts c on the run queue, once, and wakes the worker if it sleeps. It never
+// blocks: rooms call it under their lock (rooms.Waker).
+func (p *poller) wake(c *conn) {
+	if !c.queued.CompareAndSwap(false, true) {
+		return
+	}
+	p.mu.Lock()
+	p.runq = append(p.runq, c)
+	p.signalLocked()
+	p.mu.Unlock()
+}
+
+// signalLocked wakes the worker out of epoll_wait, when it may be in it.
+func (p *poller) signalLocked() {
+	if p.running && p.sleeping.CompareAndSwap(true, false) {
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		_, _ = unix.Write(p.evfd, one[:])
+	}
+}
+
+// run is the worker's goroutine.
+func (p *poller) run() {
+	defer p.l.workers.Done()
+	p.swept = time.Now()
+	for {
+		if !p.takeAdds() {
+			return
+		}
+		timeout := p.l.period - time.Since(p.swept)
+		ms := max(int(timeout/time.Millisecond), 0)
+		p.sleeping.Store(true)
+		p.mu.Lock()
+		if len(p.runq) > 0 || len(p.adds) > 0 {
+			ms = 0
+		}
+		p.mu.Unlock()
+		n, err := unix.EpollWait(p.epfd, p.evs, ms)
+		p.sleeping.Store(false)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			p.l.s.cfg.Logger.Error("idle loop: epoll_wait failed", "err", err)
+			n = 0
+		}
+		for i := 0; i < n; i++ {
+			e := &p.evs[i]
+			if int(e.Fd) == p.evfd {
+				var b [8]byte
+				_, _ = unix.Read(p.evfd, b[:])
+				continue
+			}
+			if c := p.byFD[e.Fd]; c != nil {
+				c.ev.Or(e.Events)
+				c.run()
+			}
+		}
+		p.mu.Lock()
+		p.batch, p.runq = p.runq, p.batch[:0]
+		p.mu.Unlock()
+		for i, c := range p.batch {
+			p.batch[i] = nil
+			c.queued.Store(false)
+			c.run()
+		}
+		if now := time.Now(); now.Sub(p.swept) >= p.l.period {
+			p.swept = now
+			for i := 0; i < len(p.conns); i++ {
+				c := p.conns[i]
+				c.sweep(now)
+				if i < len(p.conns) && p.conns[i] != c {
+					i-- // c ended: another took its place
+				}
+			}
+		}
+	}
+}
+
+// takeAdds brings the connections handed to the worker into its set and serves
+// each once. It reports false, having closed the worker's descriptors, when the
+// worker has no connection left and none coming: its goroutine ends.
+func (p *poller) takeAdds() bool {
+	p.mu.Lock()
+	adds := p.adds
+	p.adds = nil
+	if len(adds) == 0 && len(p.conns) == 0 && len(p.runq) == 0 {
+		p.running = false
+		unix.Close(p.epfd)
+		unix.Close(p.evfd)
+		p.epfd, p.evfd = -1, -1
+		p.mu.Unlock()
+		return false
+	}
+	p.mu.Unlock()
+	for _, c := range adds {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(c.fd)}
+		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+			c.attached(-1)
+			c.finish(reasonFor(c.ctx, fmt.Errorf("idle loop: epoll_ctl: %w", err)))
+			continue
+		}
+		p.byFD[int32(c.fd)] = c
+		c.attached(len(p.conns))
+		p.conns = append(p.conns, c)
+		c.run()
+	}
+	return true
+}
+
+// remove takes c out of the worker's set; the worker's goroutine calls it.
+func (p *poller) remove(c *conn) {
+	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	delete(p.byFD, int32(c.fd))
+	last := len(p.conns) - 1
+	if i := c.idx; i >= 0 && i <= last && p.conns[i] == c {
+		p.conns[i] = p.conns[last]
+		p.conns[i].idx = i
+		p.conns[last] = nil
+		p.conns = p.conns[:last]
+	}
+	c.idx = -1
+}
+
+// writeNB writes what it can of b to fd without blocking: the count, and an error
+// other than "try again".
+func writeNB(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return 0, nil
+		}
+		return 0, err
+	}
+}
+
+// writevNB writes what it can of parts to fd without blocking (writev), as
+// writeNB.
+func writevNB(fd int, parts [][]byte) (int, error) {
+	for {
+		n, err := unix.Writev(fd, parts)
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return 0, nil
+		}
+		return 0, err
+	}
+}
+
+// readBuf is the worker's buffer for reads from its sockets.
+func (p *poller) readBuf() []byte {
+	if p.rbuf == nil {
+		p.rbuf = make([]byte, 4<<10)
+	}
+	return p.rbuf
+}
+
+// readNB reads what is there, without blocking: n = 0 with a nil error is "nothing
+// now"; io.EOF is the peer's end of writing.
+func readNB(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		switch {
+		case err == nil && n == 0:
+			return 0, errPeerClosed
+		case err == nil:
+			return n, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return 0, nil
+		}
+		return 0, err
+	}
+}
