@@ -42,9 +42,9 @@ type poller struct {
 	sleeping atomic.Bool
 
 	// The worker's own, touched by its goroutine alone.
-	conns []*conn          // every connection of the worker, conn.idx its place
-	byFD  map[int32]*conn  // the same, by socket
-	batch []*conn          // the run queue being served
+	conns []*conn           // every connection of the worker, conn.idx its place
+	byFD  map[int32]*conn   // the same, by socket
+	batch []*conn           // the run queue being served
 	evs   []unix.EpollEvent // epoll_wait's answers
 	swept time.Time         // when the connections were last swept (timers)
 	rbuf  []byte            // reads from the sockets (readBuf)
