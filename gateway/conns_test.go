@@ -30,6 +30,9 @@ func limitedServer(t *testing.T, p *pod) (ts *httptest.Server, closed chan struc
 			closed <- struct{}{}
 		}
 	}
+	// A stream the idle loop took leaves net/http (StateHijacked): the loop tells
+	// when it closes it.
+	gateway.SetLoopClosedHook(p.srv, func(string) { closed <- struct{}{} })
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts, closed, opened

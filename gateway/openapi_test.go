@@ -278,7 +278,7 @@ func apiCheck(t testing.TB, next http.Handler) http.Handler {
 
 // check returns why the exchange does not match the description, or "".
 func (s *apiSpec) check(r *http.Request, reqBody []byte, rec *apiRecorder) string {
-	if rec.hijacked && rec.statusOr200() != http.StatusOK {
+	if rec.hijacked && !(rec.status == http.StatusOK && rec.streamed()) {
 		// A WebSocket upgrade (101): the description can say no more of it. (A
 		// stream the idle loop took is hijacked too, once its 200 is out: it is
 		// checked as any answer.)
