@@ -5,10 +5,8 @@ import (
 	"errors"
 	"net"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/roomcast/roomcast/rooms"
@@ -88,8 +86,7 @@ type loopState struct {
 	cleanup []func()
 
 	p      *poller
-	nc     net.Conn // the hijacked connection; closing it closes the socket
-	fd     int
+	fd     int         // the socket, the loop's own (adopt)
 	idx    int         // in p.conns; -1 when not there
 	queued atomic.Bool // on p.runq
 	ev     atomic.Uint32
@@ -101,12 +98,12 @@ type loopState struct {
 	// not keep up), as its transport's end decided.
 	abort bool
 
-	pend      []byte    // what the socket has not taken yet
-	pendp     *[]byte   // the pooled buffer pend is in
-	stuck     time.Time // while pend is not empty: when the socket last took bytes
-	lastWrite time.Time
-	ticked    time.Time
-	expires   int64 // Unix seconds the credential expires at; 0: never
+	pend  []byte  // what the socket has not taken yet
+	pendp *[]byte // the pooled buffer pend is in
+	// Unix nanoseconds: while pend is not empty, when the socket last took bytes;
+	// the last write; the transport's last tick.
+	stuck, lastWrite, ticked int64
+	expires                  int64 // Unix seconds the credential expires at; 0: never
 }
 
 // deferEnd has fn run when the connection ends, after the ones before it.
@@ -142,34 +139,28 @@ func (c *conn) toLoop() bool {
 	if err != nil {
 		return false
 	}
-	raw := nc
 	if lc, ok := nc.(*limitedConn); ok {
 		lc.onLoop()
-		raw = lc.Conn
 	}
-	fd := -1
-	if sc, ok := raw.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			_ = rc.Control(func(f uintptr) { fd = int(f) })
-		}
-	}
-	c.onLoop, c.nc = true, nc
-	if fd < 0 {
-		// Not a socket the loop can watch (net/http serves TCP connections; a
-		// listener of another kind would need a goroutine): dropped, the client
-		// resumes.
-		c.s.cfg.Logger.Warn("idle loop: connection is not a socket; dropped", "type", strconv.Quote(typeName(raw)))
-		c.fd = -1
+	// The loop keeps the socket alone: a duplicate of its descriptor, with the
+	// connection closed, so that no net.Conn, poll descriptor or address stays
+	// with an idle stream.
+	fd, err := adopt(nc)
+	c.onLoop = true
+	if err != nil {
+		// Not a socket the loop can take (net/http serves TCP connections): the
+		// stream is dropped, and its client resumes.
+		c.s.cfg.Logger.Warn("idle loop: cannot take the connection; dropped", "err", err)
+		_ = nc.Close()
 		c.ended = true
 		c.end(rooms.ReasonWriteFailed)
-		_ = nc.Close()
 		c.cleanupNow()
 		return true
 	}
 	c.fd = fd
 	c.ctx = c.s.loop.ctx
 	c.rr = newRoundRobin(len(c.rooms))
-	now := time.Now()
+	now := time.Now().UnixNano()
 	c.lastWrite, c.ticked = now, now
 	c.p = c.s.loop.pick()
 	for i := range c.rooms {
@@ -179,20 +170,10 @@ func (c *conn) toLoop() bool {
 		c.s.cfg.Logger.Error("idle loop: cannot take a connection", "err", err)
 		c.ended = true
 		c.end(rooms.ReasonWriteFailed)
-		_ = nc.Close()
+		c.closeSocket()
 		c.cleanupNow()
 	}
 	return true
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case *net.TCPConn:
-		return "tcp"
-	case *net.UnixConn:
-		return "unix"
-	}
-	return "other"
 }
 
 // attached records the connection's place on its worker (-1: none).
@@ -310,24 +291,23 @@ func (c *conn) flushPend() error {
 	if len(c.pend) == 0 {
 		return nil
 	}
-	now := time.Now()
 	if c.detached.Load() {
-		_ = c.nc.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
-		_, err := c.nc.Write(c.pend)
+		err := writeBlocking(c.fd, c.pend, c.s.cfg.WriteTimeout)
 		c.releasePend()
 		if err != nil {
 			return err
 		}
-		c.lastWrite = time.Now()
+		c.lastWrite = time.Now().UnixNano()
 		return nil
 	}
+	now := time.Now().UnixNano()
 	for len(c.pend) > 0 {
 		n, err := writeNB(c.fd, c.pend)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			if c.stuck.IsZero() {
+			if c.stuck == 0 {
 				c.stuck = now
 			}
 			return nil
@@ -336,7 +316,7 @@ func (c *conn) flushPend() error {
 		c.stuck = now
 	}
 	c.releasePend()
-	c.stuck = time.Time{}
+	c.stuck = 0
 	c.lastWrite = now
 	return nil
 }
@@ -369,7 +349,7 @@ func (c *conn) send(parts ...[]byte) error {
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		now := time.Now().UnixNano()
 		for _, b := range parts {
 			if n >= len(b) {
 				n -= len(b)
@@ -397,7 +377,8 @@ func (c *conn) sweep(now time.Time) {
 	if c.ended || c.detached.Load() {
 		return
 	}
-	if len(c.pend) > 0 && !c.stuck.IsZero() && now.Sub(c.stuck) >= c.s.cfg.WriteTimeout {
+	ns := now.UnixNano()
+	if len(c.pend) > 0 && c.stuck != 0 && time.Duration(ns-c.stuck) >= c.s.cfg.WriteTimeout {
 		c.finish(rooms.ReasonWriteFailed)
 		return
 	}
@@ -406,8 +387,8 @@ func (c *conn) sweep(now time.Time) {
 		c.run()
 		return
 	}
-	if now.Sub(c.ticked) >= c.t.interval() {
-		c.ticked = now
+	if time.Duration(ns-c.ticked) >= c.t.interval() {
+		c.ticked = ns
 		if reason := c.t.tick(c, now); reason != 0 {
 			c.finish(reason)
 		}
@@ -463,10 +444,15 @@ func (c *conn) finish(reason rooms.Reason) {
 	c.cleanupNow()
 }
 
+// closeSocket closes the connection's socket.
 func (c *conn) closeSocket() {
-	remote := c.nc.RemoteAddr()
-	_ = c.nc.Close()
-	if h := c.s.hooks(); h != nil && h.closed != nil {
-		h.closed(remote.String())
+	h := c.s.hooks()
+	var peer string // "" once the peer reset the connection
+	if h != nil && h.closed != nil {
+		peer = peerOf(c.fd)
+	}
+	_ = closeFD(c.fd)
+	if h != nil && h.closed != nil {
+		h.closed(peer)
 	}
 }

@@ -6,8 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -246,6 +250,72 @@ func writevNB(fd int, parts [][]byte) (int, error) {
 		}
 		return 0, err
 	}
+}
+
+// adopt takes nc's socket for the loop: a non-blocking duplicate of its
+// descriptor, nc itself closed (which closes its descriptor, not the socket).
+func adopt(nc net.Conn) (int, error) {
+	raw := nc
+	if lc, ok := nc.(*limitedConn); ok {
+		raw = lc.Conn
+	}
+	sc, ok := raw.(syscall.Conn)
+	if !ok {
+		return -1, fmt.Errorf("idle loop: a %T is not a socket", raw)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, fmt.Errorf("idle loop: %w", err)
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(f uintptr) { fd, derr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, fmt.Errorf("idle loop: %w", err)
+	}
+	if derr != nil {
+		return -1, fmt.Errorf("idle loop: dup: %w", derr)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("idle loop: %w", err)
+	}
+	_ = nc.Close()
+	return fd, nil
+}
+
+// writeBlocking writes all of b to fd within timeout, the calling goroutine parked
+// on the runtime's poller (not holding a thread) through a duplicate of fd: for the
+// rare writes that may wait (a history read's, the last words of a connection
+// whose socket is full).
+func writeBlocking(fd int, b []byte, timeout time.Duration) error {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("idle loop: dup: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), "socket")
+	defer f.Close()
+	if err := f.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return fmt.Errorf("idle loop: %w", err)
+	}
+	_, err = f.Write(b)
+	return err
+}
+
+func closeFD(fd int) error { return unix.Close(fd) }
+
+// peerOf is the socket's peer address, host:port.
+func peerOf(fd int) string {
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		return ""
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String()
+	}
+	return ""
 }
 
 // readBuf is the worker's buffer for reads from its sockets.

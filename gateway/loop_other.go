@@ -2,7 +2,11 @@
 
 package gateway
 
-import "errors"
+import (
+	"errors"
+	"net"
+	"time"
+)
 
 // IdleLoopSupported reports whether this platform has the event loop that serves
 // idle connections without a goroutine each (Config.IdleLoop): Linux's epoll only.
@@ -27,3 +31,8 @@ func (p *poller) readBuf() []byte         { return nil }
 func writeNB(int, []byte) (int, error)    { return 0, errNoLoop }
 func writevNB(int, [][]byte) (int, error) { return 0, errNoLoop }
 func readNB(int, []byte) (int, error)     { return 0, errNoLoop }
+
+func adopt(net.Conn) (int, error)                    { return -1, errNoLoop }
+func writeBlocking(int, []byte, time.Duration) error { return errNoLoop }
+func closeFD(int) error                              { return errNoLoop }
+func peerOf(int) string                              { return "" }

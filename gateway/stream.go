@@ -292,7 +292,7 @@ func (t *sseStream) record(*conn) {}
 // write sends a batch of frames: through net/http while the stream has its
 // request goroutine, as one chunk of the chunked response once it is on the loop.
 func (t *sseStream) write(c *conn, buf []byte, _ []int) error {
-	if c.nc == nil {
+	if !c.onLoop {
 		return t.sw.write(buf)
 	}
 	var hdr [18]byte
@@ -318,8 +318,8 @@ func (t *sseStream) interval() time.Duration { return t.sw.heartbeat / 2 }
 
 func (t *sseStream) tick(c *conn, now time.Time) rooms.Reason {
 	last := t.sw.last
-	if c.nc != nil {
-		last = c.lastWrite
+	if c.onLoop {
+		last = time.Unix(0, c.lastWrite)
 	}
 	if now.Sub(last) < t.sw.heartbeat/2 {
 		return 0
@@ -359,13 +359,13 @@ func (t *sseStream) end(c *conn, reason rooms.Reason) {
 		// does not read would otherwise keep the socket as an idle keep-alive
 		// connection. The client sees a network error and resumes by id. On the
 		// loop, the worker closes the socket (finish).
-		if c.nc == nil {
+		if !c.onLoop {
 			panic(http.ErrAbortHandler)
 		}
 		c.abort = true
 		return
 	}
-	if c.nc == nil {
+	if !c.onLoop {
 		if last != nil {
 			_ = sw.write(last)
 		}
