@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/roomcast/roomcast/gateway/auth"
@@ -74,8 +75,7 @@ type conn struct {
 	token []byte
 
 	rr    roundRobin
-	batch liveBatch
-	ends  []int // where each frame of the batch ends in batch.buf
+	batch *liveBatch // the batch being gathered and written; nil between batches
 
 	// A transport that serves more than its rooms (WebSocket) sets these; a nil
 	// channel never fires.
@@ -107,6 +107,7 @@ type connRoom struct {
 func (s *Server) newConn(ctx context.Context, kind connKind, t transport, rooms int) *conn {
 	c := &conn{s: s, t: t, kind: kind, ctx: ctx}
 	c.idx = -1
+	c.cleanup = c.cleanupArr[:0]
 	c.rooms = make([]connRoom, 0, rooms)
 	if rooms > 1 || kind != kindStream {
 		c.bell = make(chan struct{}, 1)
@@ -130,7 +131,9 @@ func (c *conn) join(names []string) error {
 			c.rooms = nil
 			return err
 		}
-		c.rooms = append(c.rooms, connRoom{name: name, m: m, q: m.Queue()})
+		// The name is kept apart from the request's line, which would stay
+		// with the connection for as long as it lasts.
+		c.rooms = append(c.rooms, connRoom{name: strings.Clone(name), m: m, q: m.Queue()})
 	}
 	return nil
 }
@@ -232,19 +235,18 @@ func (c *conn) serve(who auth.Principal, from []replay.Position, resumed []bool)
 // position (rooms.Registry.Since).
 func (c *conn) replay(i int) error {
 	s, t, r := c.s, c.t, &c.rooms[i]
-	bp := bufPool.Get().(*[]byte)
-	buf := (*bp)[:0]
-	defer func() { *bp = buf[:0]; putBuf(bp) }()
+	b := getBatch()
+	defer putBatch(b)
 	flush := func(n int) error {
-		if len(buf) == 0 {
+		if len(b.buf) == 0 {
 			return nil
 		}
 		t.record(c)
-		if err := t.write(c, buf, c.ends); err != nil {
+		if err := t.write(c, b.buf, b.ends); err != nil {
 			return err
 		}
 		s.countDelivered(n)
-		buf, c.ends = buf[:0], c.ends[:0]
+		b.buf, b.ends = b.buf[:0], b.ends[:0]
 		return nil
 	}
 	for {
@@ -252,21 +254,21 @@ func (c *conn) replay(i int) error {
 		if err != nil {
 			return err
 		}
-		c.ends = c.ends[:0]
+		b.ends = b.ends[:0]
 		if rd.Resync {
 			s.m.resyncsSent.Inc()
 			c.setSent(i, rd.From)
-			buf = t.appendResync(buf, c, i, rd.From, rd.Fork)
-			c.ends = append(c.ends, len(buf))
+			b.buf = t.appendResync(b.buf, c, i, rd.From, rd.Fork)
+			b.ends = append(b.ends, len(b.buf))
 		}
 		n := 0
 		for _, it := range rd.Items {
 			c.setSent(i, it.Pos)
-			buf = t.appendEvent(buf, c, i, it)
-			c.ends = append(c.ends, len(buf))
+			b.buf = t.appendEvent(b.buf, c, i, it)
+			b.ends = append(b.ends, len(b.buf))
 			n++
 			r.batched++
-			if len(buf) >= batchBytes {
+			if len(b.buf) >= batchBytes {
 				if err := flush(n); err != nil {
 					return err
 				}
@@ -330,9 +332,11 @@ func (c *conn) live() rooms.Reason {
 			single.pending = it
 		case <-done:
 		case b := <-c.out:
-			// Between batches the batch's frame ends are free to describe one frame.
-			c.ends = append(c.ends[:0], len(b))
-			if err := t.write(c, b, c.ends); err != nil {
+			ob := getBatch()
+			ob.ends = append(ob.ends, len(b))
+			err := t.write(c, b, ob.ends)
+			putBatch(ob)
+			if err != nil {
 				return reasonFor(c.ctx, err)
 			}
 			continue
@@ -359,18 +363,17 @@ func (c *conn) live() rooms.Reason {
 		if hooks != nil && hooks.batch != nil {
 			hooks.batch(c)
 		}
-		// The batch buffer is borrowed only while there is something to write, so
-		// an idle connection holds none.
-		c.batch.borrow()
-		c.ends = c.ends[:0]
+		// The batch is borrowed only while there is something to write, so an idle
+		// connection holds none.
+		c.batch = getBatch()
 		more = c.rr.gather(c)
 		n := c.batch.n
 		var err error
 		if len(c.batch.buf) > 0 {
 			t.record(c)
-			err = t.write(c, c.batch.buf, c.ends)
+			err = t.write(c, c.batch.buf, c.batch.ends)
 		}
-		s.settle(&c.batch, err)
+		s.settle(c, err)
 		if err != nil {
 			return rooms.ReasonWriteFailed
 		}
@@ -392,7 +395,7 @@ func (c *conn) live() rooms.Reason {
 // add appends room i's live item to the batch as stepItem decides, moving the
 // room's sent position on.
 func (c *conn) add(i int, it *rooms.Item) {
-	b, r := &c.batch, &c.rooms[i]
+	b, r := c.batch, &c.rooms[i]
 	st := stepItem(it, r.sent)
 	switch {
 	case st.skip:
@@ -409,7 +412,7 @@ func (c *conn) add(i int, it *rooms.Item) {
 	}
 	c.setSent(i, it.Pos)
 	b.buf = c.t.appendEvent(b.buf, c, i, it)
-	c.ends = append(c.ends, len(b.buf))
+	b.ends = append(b.ends, len(b.buf))
 	b.n++
 	b.ts = append(b.ts, it.TS())
 	r.batched++
@@ -419,8 +422,9 @@ func (c *conn) add(i int, it *rooms.Item) {
 func (c *conn) addResync(i int, head replay.Position, fork bool) {
 	c.s.m.resyncsSent.Inc()
 	c.setSent(i, head)
-	c.batch.buf = c.t.appendResync(c.batch.buf, c, i, head, fork)
-	c.ends = append(c.ends, len(c.batch.buf))
+	b := c.batch
+	b.buf = c.t.appendResync(b.buf, c, i, head, fork)
+	b.ends = append(b.ends, len(b.buf))
 }
 
 // full reports whether the batch being gathered has reached batchBytes.

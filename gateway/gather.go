@@ -1,5 +1,7 @@
 package gateway
 
+import "sync"
+
 // A connection gathers its live write batches round-robin over its rooms' queues, in
 // its request goroutine; a connection of one room is the case of one.
 
@@ -65,31 +67,43 @@ func (rr *roundRobin) gather(c *conn) (more bool) {
 	return more
 }
 
-// liveBatch is one live write batch: its frames, its count of events and their
-// publish times, in buffers borrowed from the pools only while the batch is
-// gathered and written, so an idle connection holds none.
+// liveBatch is one write batch: its frames, where each ends, its count of events
+// and their publish times. A connection borrows one from batchPool only while it
+// gathers and writes, so an idle connection holds none.
 type liveBatch struct {
-	bp  *[]byte
-	tp  *[]int64
-	buf []byte
-	ts  []int64
-	n   int
+	buf  []byte
+	ends []int // where each frame of buf ends
+	ts   []int64
+	n    int
 }
 
-// borrow starts an empty batch in buffers from the pools.
-func (b *liveBatch) borrow() {
-	b.bp, b.tp = bufPool.Get().(*[]byte), tsPool.Get().(*[]int64)
-	b.buf, b.ts, b.n = (*b.bp)[:0], (*b.tp)[:0], 0
-}
+var batchPool = sync.Pool{New: func() any {
+	return &liveBatch{buf: make([]byte, 0, 16<<10), ends: make([]int, 0, batchItems), ts: make([]int64, 0, batchItems)}
+}}
 
-// settle returns the batch's buffers to the pools once its write is over, and
-// observes its events' delivery when the write succeeded (err is nil).
-func (s *Server) settle(b *liveBatch, err error) {
-	*b.bp = b.buf[:0]
-	putBuf(b.bp)
-	if err == nil {
-		s.observeDelivered(b.ts)
+// getBatch borrows an empty batch.
+func getBatch() *liveBatch { return batchPool.Get().(*liveBatch) }
+
+// putBatch returns b to the pool, empty; a buffer grown past its bound is left to
+// the garbage collector (see maxPooledBuf), so the pool never keeps the largest
+// batch ever written for every connection to borrow.
+func putBatch(b *liveBatch) {
+	if cap(b.buf) > maxPooledBuf {
+		b.buf = make([]byte, 0, 16<<10)
 	}
-	putTS(b.tp, b.ts)
-	*b = liveBatch{}
+	if cap(b.ts) > 4*batchItems || cap(b.ends) > 4*batchItems {
+		b.ts, b.ends = make([]int64, 0, batchItems), make([]int, 0, batchItems)
+	}
+	b.buf, b.ends, b.ts, b.n = b.buf[:0], b.ends[:0], b.ts[:0], 0
+	batchPool.Put(b)
+}
+
+// settle returns the connection's batch to the pool once its write is over, and
+// observes its events' delivery when the write succeeded (err is nil).
+func (s *Server) settle(c *conn, err error) {
+	if err == nil {
+		s.observeDelivered(c.batch.ts)
+	}
+	putBatch(c.batch)
+	c.batch = nil
 }

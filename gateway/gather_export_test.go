@@ -46,8 +46,7 @@ func newGatherer(s *Server, c *conn, members []*rooms.Member) *Gatherer {
 
 func (g *Gatherer) start() {
 	if !g.started {
-		g.c.batch.borrow()
-		g.c.ends = g.c.ends[:0]
+		g.c.batch = getBatch()
 		g.started = true
 	}
 }
@@ -69,9 +68,9 @@ func (g *Gatherer) Gather() (buf []byte, ends []int, events int, more bool) {
 	more = g.c.rr.gather(g.c)
 	buf, events = append([]byte(nil), g.c.batch.buf...), g.c.batch.n
 	if g.c.kind == kindWS {
-		ends = append([]int{}, g.c.ends...)
+		ends = append([]int{}, g.c.batch.ends...)
 	}
-	g.s.settle(&g.c.batch, nil)
+	g.s.settle(g.c, nil)
 	g.started = false
 	return buf, ends, events, more
 }
@@ -83,7 +82,7 @@ func (g *Gatherer) AllocsPerBatch(runs int) float64 {
 	return testing.AllocsPerRun(runs, func() {
 		g.start()
 		g.c.rr.gather(g.c)
-		g.s.settle(&g.c.batch, nil)
+		g.s.settle(g.c, nil)
 		g.started = false
 	})
 }

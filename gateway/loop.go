@@ -82,8 +82,9 @@ type loopState struct {
 	// hijack takes the connection out of net/http, set by its transport.
 	hijack func() (net.Conn, error)
 	// onLoop: the loop took the connection; its cleanups run when it ends there.
-	onLoop  bool
-	cleanup []func()
+	onLoop     bool
+	cleanup    []func()
+	cleanupArr [4]func() // cleanup's first, without an allocation of its own
 
 	p      *poller
 	fd     int         // the socket, the loop's own (adopt)
@@ -228,16 +229,15 @@ func (c *conn) run() {
 	if hooks != nil && hooks.batch != nil {
 		hooks.batch(c)
 	}
-	c.batch.borrow()
-	c.ends = c.ends[:0]
+	c.batch = getBatch()
 	more := c.rr.gather(c)
 	n := c.batch.n
 	var err error
 	if len(c.batch.buf) > 0 {
 		c.t.record(c)
-		err = c.t.write(c, c.batch.buf, c.ends)
+		err = c.t.write(c, c.batch.buf, c.batch.ends)
 	}
-	s.settle(&c.batch, err)
+	s.settle(c, err)
 	if err != nil {
 		c.finish(rooms.ReasonWriteFailed)
 		return

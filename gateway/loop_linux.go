@@ -47,7 +47,7 @@ type poller struct {
 
 	// The worker's own, touched by its goroutine alone.
 	conns []*conn           // every connection of the worker, conn.idx its place
-	byFD  map[int32]*conn   // the same, by socket
+	byFD  []*conn           // the same, by socket descriptor
 	batch []*conn           // the run queue being served
 	evs   []unix.EpollEvent // epoll_wait's answers
 	swept time.Time         // when the connections were last swept (timers)
@@ -90,8 +90,7 @@ func (p *poller) openLocked() error {
 		return fmt.Errorf("idle loop: epoll_ctl eventfd: %w", err)
 	}
 	p.epfd, p.evfd = epfd, evfd
-	if p.byFD == nil {
-		p.byFD = map[int32]*conn{}
+	if p.evs == nil {
 		p.evs = make([]unix.EpollEvent, 128)
 	}
 	return nil
@@ -147,7 +146,8 @@ func (p *poller) run() {
 				_, _ = unix.Read(p.evfd, b[:])
 				continue
 			}
-			if c := p.byFD[e.Fd]; c != nil {
+			if int(e.Fd) < len(p.byFD) && p.byFD[e.Fd] != nil {
+				c := p.byFD[e.Fd]
 				c.ev.Or(e.Events)
 				c.run()
 			}
@@ -196,7 +196,10 @@ func (p *poller) takeAdds() bool {
 			c.finish(reasonFor(c.ctx, fmt.Errorf("idle loop: epoll_ctl: %w", err)))
 			continue
 		}
-		p.byFD[int32(c.fd)] = c
+		if c.fd >= len(p.byFD) {
+			p.byFD = append(p.byFD, make([]*conn, c.fd+1-len(p.byFD)+len(p.byFD)/4)...)
+		}
+		p.byFD[c.fd] = c
 		c.attached(len(p.conns))
 		p.conns = append(p.conns, c)
 		c.run()
@@ -207,7 +210,7 @@ func (p *poller) takeAdds() bool {
 // remove takes c out of the worker's set; the worker's goroutine calls it.
 func (p *poller) remove(c *conn) {
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
-	delete(p.byFD, int32(c.fd))
+	p.byFD[c.fd] = nil
 	last := len(p.conns) - 1
 	if i := c.idx; i >= 0 && i <= last && p.conns[i] == c {
 		p.conns[i] = p.conns[last]

@@ -110,7 +110,7 @@ func (m *Member) Start() replay.Position { return m.start }
 // of the time, and a queue's channel holds its whole length from the start, so a
 // member's queue starts this short and is replaced by one of the configured length
 // the first time it fills up.
-const firstQueue = 16
+const firstQueue = 8
 
 // newMember is a member of r with a queue of firstQueue items (or length, if shorter).
 func newMember(r *room, cfg *Config, open *atomic.Int64) *Member {
@@ -126,7 +126,7 @@ func newMember(r *room, cfg *Config, open *atomic.Int64) *Member {
 // one of the configured length, and the short one is closed after its last item. A
 // receive that finds the queue closed thus means that every item before the new
 // queue's has been taken, and that the reader calls Queue again. A member holds at
-// most Queue + 16 items.
+// most Queue + firstQueue items.
 func (m *Member) Queue() <-chan *Item {
 	// Once longer is set, first takes no more items: empty, it is done with.
 	if l := m.longer.Load(); l != nil && len(m.first) == 0 {
@@ -149,7 +149,7 @@ func (m *Member) Release(it *Item) { m.ReleaseBytes(m.Charge(it)) }
 // Charge is the queue budget an item holds: its size (an encoding's, at most) when
 // that is above the queue's average share (QueueBytes / Queue), else nothing, since
 // the queue's length bounds those. The items waiting in a queue thus take at most
-// twice QueueBytes (plus the short first queue's 16 small ones, see Queue).
+// twice QueueBytes (plus the short first queue's small ones, see Queue).
 func (m *Member) Charge(it *Item) int {
 	if n := it.size(); n > m.small {
 		return n
