@@ -68,6 +68,9 @@ type Config struct {
 	Type string
 	// Idle only opens and holds the subscriber connections; nothing is published.
 	Idle bool
+	// MetricsURL, when set, is the server's Prometheus exposition (roomcast's admin
+	// /metrics): its go_goroutines is read before connecting and at the plateau.
+	MetricsURL string
 	// PID, when > 0, is the server process whose VmRSS is read before connecting and
 	// after every connection is up.
 	PID int
@@ -132,6 +135,7 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	fs.StringVar(&c.Type, "type", "", "event type to publish (empty = default type)")
 	fs.BoolVar(&c.Idle, "idle", false, "only open -subs idle connections and hold them for -duration")
 	fs.IntVar(&c.PID, "pid", 0, "server `PID` whose VmRSS is measured around connecting")
+	fs.StringVar(&c.MetricsURL, "metrics-url", "", "the server's Prometheus `URL` (roomcast: the admin listener's /metrics) whose go_goroutines is read before connecting and at the plateau")
 	fs.BoolVar(&c.JSON, "json", false, "also print the report as one JSON line")
 	fs.Float64Var(&c.ConnectRate, "connect-rate", 2000, "new subscriber connections per second (0 = unbounded)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 60*time.Second, "bound on connecting every subscriber")
@@ -186,6 +190,9 @@ func (c *Config) validate() error {
 	}
 	for _, u := range c.AdminURLs {
 		errs = append(errs, checkBaseURL("-admin-url", u))
+	}
+	if c.MetricsURL != "" {
+		errs = append(errs, checkBaseURL("-metrics-url", c.MetricsURL))
 	}
 	errs = append(errs, c.validateScenario())
 	if c.Subs < 0 {

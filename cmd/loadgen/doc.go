@@ -32,7 +32,9 @@
 // server's memory per WebSocket; -protocol centrifugo does not take -ws-share.
 //
 // With -idle it only opens the streams and holds them; with -pid it reads the server's
-// resident memory before and after, to measure memory per connection. With -serve-hub
+// resident memory before and after, to measure memory per connection, and with
+// -metrics-url the server's go_goroutines (a Prometheus exposition: roomcast's admin
+// /metrics) before connecting and at the plateau (goroutines.go). With -serve-hub
 // it serves the yardstick hub (package internal/hub) instead, so the gateway and a
 // minimal net/http hub can be measured the same way. With -protocol centrifugo it
 // speaks Centrifugo's wire instead (uni_sse streams with HS256 connection tokens, the
@@ -43,7 +45,7 @@
 //
 //	go run ./cmd/loadgen -url http://127.0.0.1:8080 -subs 1000 -rooms 10 -rate 500 -duration 30s
 //	go run ./cmd/loadgen -subs 1000 -rate 100 -batch 20 -token "$TOKEN" -json
-//	go run ./cmd/loadgen -idle -subs 5000 -pid "$(pgrep -n gateway)" -duration 10s
+//	go run ./cmd/loadgen -idle -subs 5000 -pid "$(pgrep -n gateway)" -metrics-url http://127.0.0.1:9090/metrics -duration 10s
 //	go run ./cmd/loadgen -subs 2000 -ws-share 0.5 -rooms 1 -rate 300 -json
 //	go run ./cmd/loadgen -serve-hub 127.0.0.1:8081
 //	go run ./cmd/loadgen -scenario fanout -plot /tmp/plots -json
@@ -56,8 +58,8 @@
 // ever connected, every publish failed), a storm or drain that did not happen as
 // asked (no stream ended, not every stream back, a drain refused), or a plot that
 // could not be written (the report is printed first). .ci/bench
-// runs it against roomcast and the hub, .ci/bench-peers against roomcast and
-// Centrifugo, and both print them side by side.
+// runs it against roomcast (with --idle-loop on and off) and the hub, .ci/bench-peers
+// against those and Centrifugo, and both print them side by side.
 //
 // The stream decoder and the gap and duplicate accounting are gateway/gatewaytest's
 // Decoder and Tracker, and the WebSocket client is gateway/gatewaytest/wsclient: the

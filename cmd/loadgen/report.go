@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -75,6 +77,26 @@ type Report struct {
 	RSSBeforeKiB  int64   `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB   int64   `json:"rss_after_kib,omitempty"`
 	RSSPerConnKiB float64 `json:"rss_per_conn_kib,omitempty"`
+
+	// GoroutinesBefore and Goroutines are the server's go_goroutines (-metrics-url)
+	// before the first connection and at the plateau: with -idle at the end of the
+	// hold, otherwise once every subscriber has connected, before publishing.
+	GoroutinesBefore int64 `json:"server_goroutines_before,omitempty"`
+	Goroutines       int64 `json:"server_goroutines,omitempty"`
+}
+
+// countGoroutines reads the server's goroutines at the plateau, when -metrics-url
+// names where, unless the run was interrupted.
+func (r *Report) countGoroutines(ctx context.Context, cfg *Config, hc *http.Client) error {
+	if cfg.MetricsURL == "" || ctx.Err() != nil {
+		return nil
+	}
+	n, err := readGoroutines(ctx, hc, cfg.MetricsURL)
+	if err != nil {
+		return err
+	}
+	r.Goroutines = n
+	return nil
 }
 
 // measureRSS records the server's memory around connecting n streams.
@@ -196,6 +218,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 	}
 	if r.RSSAfterKiB > 0 {
 		row("server rss", "%d KiB -> %d KiB: %.2f KiB per connection", r.RSSBeforeKiB, r.RSSAfterKiB, r.RSSPerConnKiB)
+	}
+	if r.Goroutines > 0 {
+		row("server goroutines", "%d -> %d at the plateau (%d connections)", r.GoroutinesBefore, r.Goroutines, r.ConnectedAtEnd)
 	}
 	for _, d := range r.LossyDetail {
 		row("lossy", "%s", d)

@@ -141,13 +141,18 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 			return nil, err
 		}
 	}
+	admin := &http.Client{Transport: newTransport(0)}
+	defer admin.CloseIdleConnections()
+	if cfg.MetricsURL != "" {
+		if rep.GoroutinesBefore, err = readGoroutines(ctx, admin, cfg.MetricsURL); err != nil {
+			return nil, err
+		}
+	}
 
 	defer ls.subClient.CloseIdleConnections()
 	pubs := newPublishers(&cfg, &http.Client{Transport: newTransport(cfg.Publishers)}, rooms)
 	pubs.pods = ls.pods
 	defer pubs.client.CloseIdleConnections()
-	admin := &http.Client{Transport: newTransport(0)}
-	defer admin.CloseIdleConnections()
 	pr := startProgress(progress, bar, ls, subs, pubs)
 	defer pr.stop()
 
@@ -174,7 +179,14 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 	if cfg.Idle {
 		waitFor(ctx, nil, cfg.Duration)
 		w.open = ls.open.Load()
-	} else {
+	}
+	// The plateau: every connection is up (and, with -idle, has been held idle).
+	if err := rep.countGoroutines(ctx, &cfg, admin); err != nil {
+		cancelSubs()
+		wg.Wait()
+		return nil, err
+	}
+	if !cfg.Idle {
 		w = publish(ctx, ls, pubs, subs, pr, admin)
 	}
 	cancelSubs()

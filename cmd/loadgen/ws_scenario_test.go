@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,6 +151,40 @@ func TestJSONReportTransportsFirst(t *testing.T) {
 		m := regexp.MustCompile(`.*"` + key + `":(-?[0-9.e+-]*)`).FindStringSubmatch(b.String())
 		if m == nil || m[1] != want {
 			t.Errorf("last %q on the line = %v, want the top level's %s:\n%s", key, m, want, b.String())
+		}
+	}
+}
+
+// TestIdleGoroutines: -metrics-url reads the pod's go_goroutines before connecting
+// and at the plateau, while every connection is held: on the idle loop an idle
+// SSE stream keeps no goroutine; off it keeps one at least, as an idle WebSocket
+// connection does on either path.
+func TestIdleGoroutines(t *testing.T) {
+	const subs = 40
+	for _, loop := range []string{"on", "off"} {
+		for _, share := range []string{"0", "1"} {
+			t.Run(loop+"/ws-share="+share, func(t *testing.T) {
+				// A pod of its own: the goroutines of an earlier run's connections,
+				// still ending, would count in "before" and not at the plateau.
+				pod := startPod(t, "pod", "--idle-loop", loop)
+				code, rep, raw, stderr := runMain(t, "-url", pod.Public, "-metrics-url", pod.Admin+"/metrics",
+					"-idle", "-subs", strconv.Itoa(subs), "-ws-share", share, "-duration", "300ms", "-progress", "0", "-bar", "off")
+				if code != exitOK || rep.ConnectedAtEnd != subs {
+					t.Fatalf("exit %d, connected at end %d; want %d held\n%s", code, rep.ConnectedAtEnd, subs, stderr)
+				}
+				if _, ok := raw["server_goroutines"]; !ok || rep.GoroutinesBefore < 1 {
+					t.Fatalf("goroutines before %d, at the plateau %v: want both read", rep.GoroutinesBefore, raw["server_goroutines"])
+				}
+				grown := rep.Goroutines - rep.GoroutinesBefore
+				if (loop == "off" || share == "1") && grown < subs {
+					t.Errorf("--idle-loop %s: %d -> %d goroutines with %d connections held; want one each at least",
+						loop, rep.GoroutinesBefore, rep.Goroutines, subs)
+				}
+				if loop == "on" && share == "0" && grown >= subs/2 {
+					t.Errorf("--idle-loop on: %d -> %d goroutines with %d connections held; want far fewer than one each",
+						rep.GoroutinesBefore, rep.Goroutines, subs)
+				}
+			})
 		}
 	}
 }

@@ -8,7 +8,8 @@
 // under the room's mutex and fan the frame out with a non-blocking send into each
 // subscriber's bounded channel, dropping (ending the stream of) a subscriber whose
 // channel is full; GET /rooms/{room}/events streams frames
-// "id: hub:<seq>\ndata: <envelope>\n\n" after a first "retry: 3000". There is no
+// "id: hub:<seq>\ndata: <envelope>\n\n" after a first "retry: 3000"; GET /metrics
+// answers go_goroutines in the Prometheus text format. There is no
 // replay (Last-Event-ID is ignored), no auth and no heartbeat. Rooms are never
 // forgotten, so their seqs stay dense for the life of the process.
 //

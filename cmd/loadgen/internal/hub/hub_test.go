@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/roomcast/roomcast/gateway/gatewaytest"
 )
 
 func TestPublishAnswers(t *testing.T) {
@@ -104,5 +106,42 @@ func TestSlowSubscriberDropped(t *testing.T) {
 	}
 	if n != queueLen {
 		t.Errorf("%d frames queued before the drop, want %d", n, queueLen)
+	}
+}
+
+// TestMetricsCountsStreams: GET /metrics is a Prometheus text exposition whose
+// go_goroutines grows with the open streams (a goroutine each).
+func TestMetricsCountsStreams(t *testing.T) {
+	h := New()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Close()
+	goroutines := func() float64 {
+		t.Helper()
+		m, err := gatewaytest.Scrape(t.Context(), srv.Client(), srv.URL+"/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := m["go_goroutines"]
+		if !ok || v < 1 {
+			t.Fatalf("go_goroutines = %v (present %v): %v", v, ok, m)
+		}
+		return v
+	}
+	before := goroutines()
+	const streams = 5
+	for range streams {
+		resp, err := http.Get(srv.URL + "/rooms/r/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		// The retry: line arrives once the stream's goroutine runs.
+		if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "retry: 3000\n" {
+			t.Fatalf("first line %q, %v", line, err)
+		}
+	}
+	if after := goroutines(); after < before+streams {
+		t.Errorf("go_goroutines %v with %d streams open, %v before: want at least one more per stream", after, streams, before)
 	}
 }
