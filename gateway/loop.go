@@ -34,6 +34,7 @@ type loop struct {
 	next    atomic.Uint32
 	period  time.Duration // how often a worker sweeps its connections' timers
 	workers sync.WaitGroup
+	open    atomic.Int64 // connections in the workers' sets
 	// ctx is the context of the connections on the loop, whose requests are over.
 	ctx context.Context
 }

@@ -202,6 +202,7 @@ func (p *poller) takeAdds() bool {
 		p.byFD[c.fd] = c
 		c.attached(len(p.conns))
 		p.conns = append(p.conns, c)
+		p.l.open.Add(1)
 		c.run()
 	}
 	return true
@@ -217,6 +218,7 @@ func (p *poller) remove(c *conn) {
 		p.conns[i].idx = i
 		p.conns[last] = nil
 		p.conns = p.conns[:last]
+		p.l.open.Add(-1)
 	}
 	c.idx = -1
 }

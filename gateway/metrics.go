@@ -84,6 +84,13 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 		m.published, m.publishErrors, m.publishSeconds, m.authRefused, m.ticketsIssued,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_streams_open", Help: "Open SSE streams."},
 			stat(func(st rooms.Stats) float64 { return float64(st.Members) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_idle_loop_connections", Help: "Connections the idle loop's workers serve, without a goroutine each (0 with --idle-loop off)."},
+			func() float64 {
+				if s.loop == nil {
+					return 0
+				}
+				return float64(s.loop.open.Load())
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_rooms", Help: "Rooms with local members (or lingering)."},
 			stat(func(st rooms.Stats) float64 { return float64(st.Rooms) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "roomcast_bus_subscriptions", Help: "Doorbell subscriptions held by this pod."},

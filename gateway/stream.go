@@ -135,9 +135,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind connKi
 	if !a.who.Expires.IsZero() {
 		a.sw.credExp = a.who.Expires.Unix()
 	}
-	if s.loop != nil && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && r.TLS == nil {
-		// An HTTP/1.1 response is chunked: on the loop the stream goes on writing
-		// chunks (see sseStream.write).
+	if s.loop != nil && r.Method == http.MethodGet && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && r.TLS == nil {
+		// An HTTP/1.1 answer to a GET is chunked: on the loop the stream goes on
+		// writing chunks (see sseStream.write). HTTP/2 cannot be hijacked, and a
+		// HEAD has no body to go on with.
 		c.loopable = true
 		c.hijack = func() (net.Conn, error) {
 			if err := a.sw.rc.Flush(); err != nil {
