@@ -77,6 +77,11 @@ type Report struct {
 	RSSBeforeKiB  int64   `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB   int64   `json:"rss_after_kib,omitempty"`
 	RSSPerConnKiB float64 `json:"rss_per_conn_kib,omitempty"`
+	// With -idle, the same once the connections were held idle for -duration: what
+	// the server keeps for idle connections once its connect-time garbage is
+	// collected and returned (the runtime's own pace, nothing forced).
+	RSSHeldKiB        int64   `json:"rss_held_kib,omitempty"`
+	RSSHeldPerConnKiB float64 `json:"rss_held_per_conn_kib,omitempty"`
 
 	// GoroutinesBefore and Goroutines are the server's go_goroutines (-metrics-url)
 	// before the first connection and at the plateau: with -idle at the end of the
@@ -97,6 +102,14 @@ func (r *Report) countGoroutines(ctx context.Context, cfg *Config, hc *http.Clie
 	}
 	r.Goroutines = n
 	return nil
+}
+
+// measureHeldRSS records the server's memory with n streams held idle.
+func (r *Report) measureHeldRSS(held, n int64) {
+	r.RSSHeldKiB = held
+	if n > 0 {
+		r.RSSHeldPerConnKiB = float64(held-r.RSSBeforeKiB) / float64(n)
+	}
 }
 
 // measureRSS records the server's memory around connecting n streams.
@@ -218,6 +231,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 	}
 	if r.RSSAfterKiB > 0 {
 		row("server rss", "%d KiB -> %d KiB: %.2f KiB per connection", r.RSSBeforeKiB, r.RSSAfterKiB, r.RSSPerConnKiB)
+	}
+	if r.RSSHeldKiB > 0 {
+		row("held idle", "%d KiB: %.2f KiB per connection", r.RSSHeldKiB, r.RSSHeldPerConnKiB)
 	}
 	if r.Goroutines > 0 {
 		row("server goroutines", "%d -> %d at the plateau (%d connections)", r.GoroutinesBefore, r.Goroutines, r.ConnectedAtEnd)

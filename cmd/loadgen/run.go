@@ -179,6 +179,15 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 	if cfg.Idle {
 		waitFor(ctx, nil, cfg.Duration)
 		w.open = ls.open.Load()
+		if cfg.PID > 0 && ctx.Err() == nil {
+			held, err := readRSS(cfg.PID)
+			if err != nil {
+				cancelSubs()
+				wg.Wait()
+				return nil, err
+			}
+			rep.measureHeldRSS(held, w.open)
+		}
 	}
 	// The plateau: every connection is up (and, with -idle, has been held idle).
 	if err := rep.countGoroutines(ctx, &cfg, admin); err != nil {
