@@ -96,8 +96,10 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	if pc.gw.RetryMin == 0 {
 		pc.gw.RetryMin, pc.gw.RetryMax = 3*time.Second, 6*time.Second
 	}
-	if pc.gw.IdleLoop == gateway.IdleLoopDefault {
-		pc.gw.IdleLoop = gatewaytest.IdleLoop(t)
+	if v := gatewaytest.IdleLoop(t); v != "" && pc.gw.IdleLoop == gateway.IdleLoopDefault {
+		if pc.gw.IdleLoop, err = gateway.ParseIdleLoop(v); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv, err := gateway.New(log, reg, dr, pc.gw)
 	if err != nil {

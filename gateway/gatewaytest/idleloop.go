@@ -3,8 +3,6 @@ package gatewaytest
 import (
 	"os"
 	"testing"
-
-	"github.com/roomcast/roomcast/gateway"
 )
 
 // IdleLoopEnv names the variable that picks the path the tests' pods serve
@@ -13,17 +11,15 @@ import (
 // drain, revocation and storm tests once each way.
 const IdleLoopEnv = "ROOMCAST_IDLE_LOOP"
 
-// IdleLoop is the path IdleLoopEnv asks for; it fails t on a value that is not on
-// or off.
-func IdleLoop(t testing.TB) gateway.IdleLoop {
+// IdleLoop is the path IdleLoopEnv asks for, "on" or "off", or "" when it is
+// unset; it fails t on any other value.
+func IdleLoop(t testing.TB) string {
 	t.Helper()
-	v := os.Getenv(IdleLoopEnv)
-	if v == "" {
-		return gateway.IdleLoopDefault
+	switch v := os.Getenv(IdleLoopEnv); v {
+	case "", "on", "off":
+		return v
+	default:
+		t.Fatalf("%s=%q: must be on or off", IdleLoopEnv, v)
+		return ""
 	}
-	l, err := gateway.ParseIdleLoop(v)
-	if err != nil {
-		t.Fatalf("%s: %v", IdleLoopEnv, err)
-	}
-	return l
 }
