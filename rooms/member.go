@@ -90,6 +90,9 @@ type Member struct {
 
 	start replay.Position // the room's delivered position when the member was added
 
+	// done is made by the first Done: a reader woken by a bell or a waker never
+	// asks for it, and an idle member then holds no channel it does not use.
+	doneMu sync.Mutex
 	done   chan struct{}
 	once   sync.Once
 	reason atomic.Int32
@@ -116,7 +119,7 @@ const firstQueue = 8
 func newMember(r *room, cfg *Config, open *atomic.Int64) *Member {
 	return &Member{room: r, first: make(chan *Item, min(firstQueue, cfg.Queue)), length: cfg.Queue,
 		maxBytes: cfg.QueueBytes, small: int(cfg.QueueBytes / int64(cfg.Queue)),
-		done: make(chan struct{}), open: open}
+		open: open}
 }
 
 // Queue is where the reader takes the member's items, in order. After taking items
@@ -190,7 +193,17 @@ func (m *Member) queued() int64 {
 }
 
 // Done is closed when the member is closed: read Reason to learn why.
-func (m *Member) Done() <-chan struct{} { return m.done }
+func (m *Member) Done() <-chan struct{} {
+	m.doneMu.Lock()
+	defer m.doneMu.Unlock()
+	if m.done == nil {
+		m.done = make(chan struct{})
+		if m.reason.Load() != 0 {
+			close(m.done)
+		}
+	}
+	return m.done
+}
 
 // Reason is why the member was closed, or 0 while it is open.
 func (m *Member) Reason() Reason { return Reason(m.reason.Load()) }
@@ -200,8 +213,14 @@ func (m *Member) Reason() Reason { return Reason(m.reason.Load()) }
 func (m *Member) Close(r Reason) bool {
 	closed := false
 	m.once.Do(func() {
+		m.doneMu.Lock()
+		// A Done made before this closes here; one made after finds the reason
+		// set and is made closed.
 		m.reason.Store(int32(r))
-		close(m.done)
+		if m.done != nil {
+			close(m.done)
+		}
+		m.doneMu.Unlock()
 		m.open.Add(-1)
 		closed = true
 	})
