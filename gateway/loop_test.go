@@ -380,6 +380,49 @@ func TestLoopPeerSendingGarbage(t *testing.T) {
 	})
 }
 
+// TestLoopCleanEndLeavesTheConnectionUsable: a stream the pod ends cleanly (a
+// shed: a retry hint and the response's last chunk) either says in its headers
+// that the connection closes with it, or leaves the connection to serve the
+// client's next request. A keep-alive client (Go's Transport, a proxy's upstream
+// pool) reuses a connection whose response ended cleanly unless it was told not
+// to, and a request sent into a connection the pod closed fails (a POST is not
+// retried).
+func TestLoopCleanEndLeavesTheConnectionUsable(t *testing.T) {
+	onBothPaths(t, func(t *testing.T, path gateway.IdleLoop) {
+		p := newPod(t, podConfig{gw: gateway.Config{IdleLoop: path}})
+		rc := dialRaw(t, p.public.Listener.Addr().String())
+		res := rc.openStream("/rooms/reuse/events")
+		s := readStream(t, res, func() { rc.c.Close() })
+		expectAnchor(t, s)
+		p.awaitOnLoop(t, path, rc.c.LocalAddr().String())
+
+		if res := do(t, http.MethodPost, p.admin.URL+"/admin/shed?count=1", ""); res.status != http.StatusOK || strings.TrimSpace(res.body) != `{"closed":1}` {
+			t.Fatalf("shed: %d %s", res.status, res.body)
+		}
+		if rest := s.waitEnd(); len(rest) != 1 || rest[0].retry == 0 {
+			t.Fatalf("the shed stream ended with %+v, want one retry hint", rest)
+		}
+		if s.err != io.EOF {
+			t.Fatalf("the shed stream ended with %v, want its clean end", s.err)
+		}
+		if res.Close {
+			// Connection: close: the client does not reuse the connection.
+			rc.closed()
+			return
+		}
+		rc.head(http.MethodGet, "/healthz")
+		next, err := http.ReadResponse(rc.br, nil)
+		if err != nil {
+			t.Fatalf("the stream ended cleanly and its headers did not say Connection: close, "+
+				"yet the next request on its connection got %v", err)
+		}
+		next.Body.Close()
+		if next.StatusCode != http.StatusOK {
+			t.Fatalf("the next request on the stream's connection: %d", next.StatusCode)
+		}
+	})
+}
+
 // TestLoopChurnLeavesNothingBehind opens and closes 10,000 streams, 200 at a time,
 // each reading its anchor before it closes, one in four abruptly (a reset). Once
 // they are gone the process holds no more descriptors, goroutines or heap than
