@@ -135,6 +135,9 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		// The hooks would keep the server, and all it holds, for the rest of the
+		// process.
+		defer gateway.ClearHooks(srv)
 		_ = reg.CloseAll(ctx)
 		p.public.Close()
 		p.admin.Close()
