@@ -34,6 +34,9 @@ type pod struct {
 	// closedConns receives the remote address of every public connection the server
 	// closes.
 	closedConns chan string
+	// hijacked receives the remote address of every public connection taken out of
+	// net/http: with the idle loop on, a stream once it is on the loop.
+	hijacked chan string
 }
 
 type podConfig struct {
@@ -107,14 +110,21 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	}
 	// Every exchange with the pod is checked against openapi.yaml: the description
 	// holds for whatever the tests send.
-	p := &pod{log: log, rooms: reg, drain: dr, srv: srv, closedConns: make(chan string, 1024),
+	p := &pod{log: log, rooms: reg, drain: dr, srv: srv, closedConns: make(chan string, 1024), hijacked: make(chan string, 1024),
 		public: httptest.NewUnstartedServer(apiCheck(t, srv.Public())), admin: httptest.NewServer(apiCheck(t, srv.Admin()))}
 	p.public.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
-			select {
-			case p.closedConns <- c.RemoteAddr().String():
-			default:
-			}
+		var to chan string
+		switch s {
+		case http.StateClosed:
+			to = p.closedConns
+		case http.StateHijacked:
+			to = p.hijacked
+		default:
+			return
+		}
+		select {
+		case to <- c.RemoteAddr().String():
+		default:
 		}
 	}
 	gateway.SetLoopClosedHook(srv, func(addr string) {
@@ -127,6 +137,9 @@ func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		// The hooks would keep the server, and all it holds, for the rest of the
+		// process.
+		defer gateway.ClearHooks(srv)
 		_ = reg.CloseAll(ctx)
 		p.public.Close()
 		p.admin.Close()
@@ -217,9 +230,12 @@ func (f frame) seq(t testing.TB) uint64 {
 type stream struct {
 	t      testing.TB
 	res    *http.Response
-	cancel context.CancelFunc
+	cancel func()
 	frames chan frame
 	ended  chan struct{}
+	// err is what ended the read (io.EOF: the response's clean end); set once ended
+	// is closed.
+	err error
 }
 
 // subscribe opens room's stream; headers come as name, value pairs.
@@ -246,6 +262,12 @@ func openStreamAt(t testing.TB, url string, headers ...string) *stream {
 		cancel()
 		t.Fatal(err)
 	}
+	return readStream(t, res, cancel)
+}
+
+// readStream reads res, an open stream's response, in the background; cancel ends
+// the request (its context, or the connection it came on).
+func readStream(t testing.TB, res *http.Response, cancel func()) *stream {
 	s := &stream{t: t, res: res, cancel: cancel, frames: make(chan frame, 1<<16), ended: make(chan struct{})}
 	go s.read()
 	t.Cleanup(s.close)
@@ -265,6 +287,7 @@ func (s *stream) read() {
 	for {
 		f, err := dec.NextFrame()
 		if err != nil {
+			s.err = err
 			return
 		}
 		s.frames <- frame{id: f.ID, hasID: f.HasID, event: f.Event, data: f.Data, retry: max(int(f.Retry), 0), comment: f.Comment}

@@ -13,6 +13,9 @@ func SetLoopClosedHook(s *Server, f func(remote string)) {
 	setHook(s, func(h *connHooks) { h.closed = f })
 }
 
+// ClearHooks drops every hook of s.
+func ClearHooks(s *Server) { testHooks.Delete(s) }
+
 // setHook changes s's hooks with set.
 func setHook(s *Server, set func(*connHooks)) {
 	h := &connHooks{}
