@@ -12,6 +12,7 @@ type connHooks struct {
 	corked      func(c *conn)                  // once a WebSocket batch of several frames is corked
 	beforeHello func(readDone <-chan struct{}) // before a WebSocket connection waits for its hello
 	closed      func(remote string)            // once the idle loop closed a connection's socket
+	peers       *sync.Map                      // for closed: each loop connection's peer, by *conn
 }
 
 // testHooks holds the hooks of the servers a test set them for, by *Server.

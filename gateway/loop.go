@@ -144,6 +144,10 @@ func (c *conn) toLoop() bool {
 	if lc, ok := nc.(*limitedConn); ok {
 		lc.onLoop()
 	}
+	if h := c.s.hooks(); h != nil && h.closed != nil {
+		// The peer is gone from the socket once it reset the connection.
+		h.peers.Store(c, nc.RemoteAddr().String())
+	}
 	// The loop keeps the socket alone: a duplicate of its descriptor, with the
 	// connection closed, so that no net.Conn, poll descriptor or address stays
 	// with an idle stream.
@@ -447,13 +451,10 @@ func (c *conn) finish(reason rooms.Reason) {
 
 // closeSocket closes the connection's socket.
 func (c *conn) closeSocket() {
-	h := c.s.hooks()
-	var peer string // "" once the peer reset the connection
-	if h != nil && h.closed != nil {
-		peer = peerOf(c.fd)
-	}
 	_ = closeFD(c.fd)
-	if h != nil && h.closed != nil {
-		h.closed(peer)
+	if h := c.s.hooks(); h != nil && h.closed != nil {
+		peer, _ := h.peers.LoadAndDelete(c)
+		s, _ := peer.(string)
+		h.closed(s)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -307,21 +306,6 @@ func writeBlocking(fd int, b []byte, timeout time.Duration) error {
 }
 
 func closeFD(fd int) error { return unix.Close(fd) }
-
-// peerOf is the socket's peer address, host:port.
-func peerOf(fd int) string {
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
-		return ""
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String()
-	}
-	return ""
-}
 
 // readBuf is the worker's buffer for reads from its sockets.
 func (p *poller) readBuf() []byte {

@@ -35,4 +35,3 @@ func readNB(int, []byte) (int, error)     { return 0, errNoLoop }
 func adopt(net.Conn) (int, error)                    { return -1, errNoLoop }
 func writeBlocking(int, []byte, time.Duration) error { return errNoLoop }
 func closeFD(int) error                              { return errNoLoop }
-func peerOf(int) string                              { return "" }

@@ -1,5 +1,7 @@
 package gateway
 
+import "sync"
+
 // SetMuxBatchHook makes every connection of s call f before it gathers each live
 // batch.
 func SetMuxBatchHook(s *Server, f func()) {
@@ -10,7 +12,7 @@ func SetMuxBatchHook(s *Server, f func()) {
 // loop closed its socket: net/http's ConnState no longer sees a connection the
 // loop took.
 func SetLoopClosedHook(s *Server, f func(remote string)) {
-	setHook(s, func(h *connHooks) { h.closed = f })
+	setHook(s, func(h *connHooks) { h.closed, h.peers = f, &sync.Map{} })
 }
 
 // ClearHooks drops every hook of s.

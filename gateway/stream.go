@@ -140,6 +140,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind connKi
 		// writing chunks (see sseStream.write). HTTP/2 cannot be hijacked, and a
 		// HEAD has no body to go on with.
 		c.loopable = true
+		// The loop closes the connection when the stream ends (its socket is
+		// the loop's alone by then): a keep-alive client, a proxy's upstream
+		// pool, must not take it for reuse.
+		w.Header().Set("Connection", "close")
 		c.hijack = func() (net.Conn, error) {
 			if err := a.sw.rc.Flush(); err != nil {
 				return nil, err
