@@ -108,7 +108,8 @@ type loopState struct {
 	expires                  int64 // Unix seconds the credential expires at; 0: never
 }
 
-// deferEnd has fn run when the connection ends, after the ones before it.
+// deferEnd has fn run when the connection ends, before the ones added earlier
+// (last first, as defers run).
 func (c *conn) deferEnd(fn func()) { c.cleanup = append(c.cleanup, fn) }
 
 // runCleanup runs the connection's cleanups, last first, unless the loop took it:
