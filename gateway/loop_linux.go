@@ -225,25 +225,20 @@ func (p *poller) remove(c *conn) {
 // writeNB writes what it can of b to fd without blocking: the count, and an error
 // other than "try again".
 func writeNB(fd int, b []byte) (int, error) {
-	for {
-		n, err := unix.Write(fd, b)
-		switch {
-		case err == nil:
-			return n, nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EAGAIN):
-			return 0, nil
-		}
-		return 0, err
-	}
+	return nonBlocking(func() (int, error) { return unix.Write(fd, b) })
 }
 
 // writevNB writes what it can of parts to fd without blocking (writev), as
 // writeNB.
 func writevNB(fd int, parts [][]byte) (int, error) {
+	return nonBlocking(func() (int, error) { return unix.Writev(fd, parts) })
+}
+
+// nonBlocking makes a call on a non-blocking descriptor, again when a signal
+// interrupted it; "try again" is 0 bytes and no error.
+func nonBlocking(call func() (int, error)) (int, error) {
 	for {
-		n, err := unix.Writev(fd, parts)
+		n, err := call()
 		switch {
 		case err == nil:
 			return n, nil
@@ -316,20 +311,16 @@ func (p *poller) readBuf() []byte {
 }
 
 // readNB reads what is there, without blocking: n = 0 with a nil error is "nothing
-// now"; io.EOF is the peer's end of writing.
+// now"; errPeerClosed is the peer's end of writing.
 func readNB(fd int, b []byte) (int, error) {
-	for {
+	eof := false
+	n, err := nonBlocking(func() (int, error) {
 		n, err := unix.Read(fd, b)
-		switch {
-		case err == nil && n == 0:
-			return 0, errPeerClosed
-		case err == nil:
-			return n, nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EAGAIN):
-			return 0, nil
-		}
-		return 0, err
+		eof = err == nil && n == 0
+		return n, err
+	})
+	if eof {
+		return 0, errPeerClosed
 	}
+	return n, err
 }

@@ -165,28 +165,30 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 	if waitFor(ctx, ls.allConnected, cfg.ConnectTimeout) {
 		rep.ConnectSeconds = time.Since(connectStart).Seconds()
 	}
-	if cfg.PID > 0 && ctx.Err() == nil {
-		after, err := readRSS(cfg.PID)
+	// serverRSS reads the server's RSS for record, when a -pid is given.
+	serverRSS := func(record func(kib int64)) error {
+		if cfg.PID <= 0 || ctx.Err() != nil {
+			return nil
+		}
+		kib, err := readRSS(cfg.PID)
 		if err != nil {
 			cancelSubs()
 			wg.Wait()
-			return nil, err
+			return err
 		}
-		rep.measureRSS(rssBefore, after, ls.open.Load())
+		record(kib)
+		return nil
+	}
+	if err := serverRSS(func(after int64) { rep.measureRSS(rssBefore, after, ls.open.Load()) }); err != nil {
+		return nil, err
 	}
 
 	var w window
 	if cfg.Idle {
 		waitFor(ctx, nil, cfg.Duration)
 		w.open = ls.open.Load()
-		if cfg.PID > 0 && ctx.Err() == nil {
-			held, err := readRSS(cfg.PID)
-			if err != nil {
-				cancelSubs()
-				wg.Wait()
-				return nil, err
-			}
-			rep.measureHeldRSS(held, w.open)
+		if err := serverRSS(func(held int64) { rep.measureHeldRSS(held, w.open) }); err != nil {
+			return nil, err
 		}
 	}
 	// The plateau: every connection is up (and, with -idle, has been held idle).
