@@ -338,11 +338,6 @@ func (t wsLoopConn) write(c *conn, buf []byte, ends []int) error {
 	if len(ends) == 0 {
 		return nil
 	}
-	if len(ends) > 1 && c.nc == nil {
-		if h := t.s.hooks(); h != nil && h.corked != nil {
-			h.corked(c)
-		}
-	}
 	var hdrs [16 * 10]byte
 	var partsArr [32][]byte
 	hb, parts := hdrs[:0], partsArr[:0]
