@@ -11,6 +11,7 @@ import (
 
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
+	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/polltest"
 )
 
@@ -236,6 +237,47 @@ func TestWSIdleConnectionsHoldNoGoroutines(t *testing.T) {
 	for i, r := range conns {
 		if _, m := rawNext(t, r); m.Kind != wsclient.KindEvent || m.ID != id {
 			t.Fatalf("connection %d: want event %s, got %+v", i, id, m)
+		}
+	}
+}
+
+// Publishes are served in the order they came, and the frames behind them wait
+// their turn: while the log holds the first, more frames arrive than a connection
+// queues (it stops reading, and reads on as they drain), and every answer comes,
+// in order, once the log takes them.
+func TestWSPublishesQueuedInOrderWhileTheLogWaits(t *testing.T) {
+	const n = 100 // more than the connection queues
+	mem, err := replay.NewMemoryLog(replay.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &gatedLog{MemoryLog: mem, entered: make(chan struct{}, n+1), gate: make(chan struct{})}
+	p := newPodOn(t, log, podConfig{gw: gateway.Config{PublishTimeout: time.Minute}})
+	r := dialRawWS(t, p)
+	rawWelcome(t, r, "queued")
+	var b []byte
+	for i := range n {
+		b = append(b, wsclient.Text(fmt.Sprintf(`{"v":1,"kind":"publish","room":"a","body":%d,"ref":"r%d"}`, i, i))...)
+	}
+	b = append(b, wsclient.Text(`{"v":1,"kind":"ping","data":"last"}`)...)
+	rawWrite(t, r, b)
+	<-log.entered // the first publish waits in the log
+	close(log.gate)
+	for i := range n {
+		_, m := rawNext(t, r)
+		for m.Kind == wsclient.KindEvent {
+			_, m = rawNext(t, r)
+		}
+		if m.Kind != wsclient.KindPublished || m.Ref != fmt.Sprintf("r%d", i) {
+			t.Fatalf("answer %d: %+v", i, m)
+		}
+	}
+	for {
+		if _, m := rawNext(t, r); m.Kind != wsclient.KindEvent {
+			if m.Kind != wsclient.KindPong || string(m.Data) != `"last"` {
+				t.Fatalf("want the pong after the publishes, got %+v", m)
+			}
+			return
 		}
 	}
 }
