@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -148,8 +149,9 @@ func (s *Server) wsOnLoop(w http.ResponseWriter, r *http.Request, who auth.Princ
 		return
 	}
 	wc := s.newWSConn(r, who)
-	lp := &wsLoopSide{nc: &wsLingerConn{Conn: nc}}
-	lp.parser.limit = int(s.cfg.MaxBody + wsEnvelopeSlack)
+	limit := int(s.cfg.MaxBody + wsEnvelopeSlack)
+	lp := &wsLoopSide{nc: &wsLingerConn{Conn: nc, limit: limit}}
+	lp.parser.limit = limit
 	wc.lp = lp
 	s.wsOpen.Add(1)
 	// ends run when the connection ends, last first: here, or on the loop.
@@ -280,7 +282,6 @@ func (wc *wsConn) readHello(br *bufio.Reader) (wsFrame, websocket.StatusCode, st
 			return true
 		case wsOpClose:
 			lp.peerClosed = true
-			lp.nc.linger = true
 			_ = lp.writeBlocking(s.cfg.WriteTimeout, appendWSEcho(payload))
 			return false
 		case wsOpBinary:
@@ -352,7 +353,7 @@ func (t wsLoopConn) write(c *conn, buf []byte, ends []int) error {
 		parts = append(parts, hb[h:], buf[start:end])
 		start = end
 	}
-	if c.nc == nil {
+	if !c.onLoop {
 		return t.lp.writeBlocking(t.s.cfg.WriteTimeout, parts...)
 	}
 	return c.send(parts...)
@@ -391,7 +392,7 @@ var wsPingFrame = appendWSFrameHeader(nil, wsOpPing, 0)
 // finish writes it and closes the socket. The request goroutine writes its own.
 func (t wsLoopConn) end(c *conn, reason rooms.Reason) {
 	t.wsConn.end(c, reason)
-	if c.nc == nil {
+	if !c.onLoop {
 		return
 	}
 	// The pod forgets the connection before its peer hears the close, as on the
@@ -401,32 +402,63 @@ func (t wsLoopConn) end(c *conn, reason rooms.Reason) {
 	t.forget()
 	go t.releaseClaim()
 	t.closing(t.code, t.why)
-	if t.lp.peerClosed {
-		t.lp.nc.linger = true // the peer closes its end next
+	if t.lp.peerClosed || t.code == 0 || c.fd < 0 {
 		return
 	}
-	if t.code == 0 {
+	if err := c.send(appendWSClose(nil, int(t.code), t.why)); err != nil {
 		return
 	}
-	t.lp.nc.linger = true
-	_ = c.send(appendWSClose(nil, int(t.code), t.why))
+	// The socket outlives the worker's descriptor (finish closes it) until the
+	// peer has answered the close.
+	if f, err := dupSocket(c.fd); err == nil {
+		go lingerClose(f, t.lp.parser.limit)
+	}
 }
 
 // wsCloseLinger bounds how long a closed connection's socket waits for its peer
-// to close its end.
+// to answer the close.
 const wsCloseLinger = 5 * time.Second
 
-// wsLingerConn is a WebSocket connection's socket on the idle loop's path. Once a
-// close frame is out (linger), Close ends the server's writing and reads on,
-// dropping what comes, until the peer closes its end or wsCloseLinger passes, as
-// RFC 6455 asks: a peer that still answers pings sent before the close then meets
-// no reset, which would lose the close frame on its way.
+// lingerReader is a socket that lingerClose reads.
+type lingerReader interface {
+	io.ReadCloser
+	SetReadDeadline(time.Time) error
+}
+
+// lingerClose closes a WebSocket connection's socket once its close frame is out,
+// as RFC 6455 asks: it reads on, dropping what comes, until the peer's close
+// answers it, the peer closes its end or wsCloseLinger passes. A peer that still
+// answers pings sent before the close then meets no reset, which would lose the
+// close frame on its way.
+func lingerClose(rc lingerReader, limit int) {
+	defer rc.Close()
+	_ = rc.SetReadDeadline(time.Now().Add(wsCloseLinger))
+	p := wsParser{limit: limit}
+	var b [512]byte
+	for {
+		n, err := rc.Read(b[:])
+		if n > 0 {
+			stopped, v := p.feed(b[:n], func(op byte, _ []byte) bool { return op != wsOpClose })
+			if stopped || v != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wsLingerConn is a WebSocket connection's socket on the idle loop's path while
+// the request goroutine has it. Once a close frame is out (linger), Close leaves
+// the socket to lingerClose.
 type wsLingerConn struct {
 	net.Conn
 	linger bool // set before Close, by whoever wrote the close frame
+	limit  int  // the largest frame lingerClose parses
 }
 
-// SyscallConn is the socket's, for the loop's epoll.
+// SyscallConn is the socket's, for the loop to adopt.
 func (c *wsLingerConn) SyscallConn() (syscall.RawConn, error) {
 	inner := c.Conn
 	if lc, ok := inner.(*limitedConn); ok {
@@ -440,23 +472,10 @@ func (c *wsLingerConn) SyscallConn() (syscall.RawConn, error) {
 }
 
 func (c *wsLingerConn) Close() error {
-	cw, ok := c.Conn.(interface{ CloseWrite() error })
-	if !c.linger || !ok {
+	if !c.linger {
 		return c.Conn.Close()
 	}
-	if err := cw.CloseWrite(); err != nil {
-		return c.Conn.Close()
-	}
-	go func() {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(wsCloseLinger))
-		var b [512]byte
-		for {
-			if _, err := c.Conn.Read(b[:]); err != nil {
-				break
-			}
-		}
-		_ = c.Conn.Close()
-	}()
+	go lingerClose(c.Conn, c.limit)
 	return nil
 }
 
