@@ -233,11 +233,8 @@ func (wc *wsConn) runOnLoop(br *bufio.Reader, ends *[]func()) *conn {
 	c.kicked = wc.kicked
 	c.loopable = true
 	c.hijack = func() (net.Conn, error) {
-		// The hello's deadline is over; the worker's writes never block. (A socket
-		// that refuses it is broken: the worker's first read or write says so. The
-		// hijack must not fail, for the connection has no goroutine to serve it
-		// otherwise.)
-		_ = lp.nc.SetDeadline(time.Time{})
+		// The connection is out of net/http since its upgrade: this hands it
+		// over, and must not fail, for it has no goroutine to serve it otherwise.
 		if lc, ok := lp.nc.Conn.(*limitedConn); ok {
 			// Out of its address's count for good, as any connection the loop
 			// serves (toLoop sees the wrapper, not the limitedConn).
