@@ -34,7 +34,11 @@
 // multiplexed stream's, and also publishes. Two goroutines per connection: the
 // request goroutine is the only writer (queues, answers, pings, the owner's refresh);
 // a reader goroutine reads frames and serves acks, publishes and pings one at a time,
-// handing answers to the writer through a bounded channel. A connection's room state
+// handing answers to the writer through a bounded channel. With the idle loop
+// (Config.IdleLoop) neither goroutine stays: the request goroutine upgrades (gobwas/ws),
+// reads the hello and replays, then a loop worker parses the client's frames as the
+// socket gives them, answers acks and pings itself and hands publishes to a goroutine
+// that serves them in order while any wait (wsloop.go). A connection's room state
 // (delivered, acked) is guarded by its mu; the pod's connections by client id by
 // Server.wsMu, never held with it. One connection owns each client id (Config.Owners,
 // else the log's registry), bound to the identity of its credential while the claim

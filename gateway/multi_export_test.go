@@ -30,8 +30,11 @@ func setHook(s *Server, set func(*connHooks)) {
 
 // clientOf is the client id of a WebSocket connection; "" for a stream.
 func clientOf(c *conn) string {
-	if wc, ok := c.t.(*wsConn); ok {
-		return wc.client
+	switch t := c.t.(type) {
+	case *wsConn:
+		return t.client
+	case wsLoopConn:
+		return t.client
 	}
 	return ""
 }

@@ -279,9 +279,10 @@ func apiCheck(t testing.TB, next http.Handler) http.Handler {
 // check returns why the exchange does not match the description, or "".
 func (s *apiSpec) check(r *http.Request, reqBody []byte, rec *apiRecorder) string {
 	if rec.hijacked && !(rec.status == http.StatusOK && rec.streamed()) {
-		// A WebSocket upgrade (101): the description can say no more of it. (A
-		// stream the idle loop took is hijacked too, once its 200 is out: it is
-		// checked as any answer.)
+		// A WebSocket upgrade (101, or no status at all when the upgrader wrote
+		// its answer on the hijacked connection itself, as on the idle loop's
+		// path): the description can say no more of it. (A stream the idle loop
+		// took is hijacked too, once its 200 is out: it is checked as any answer.)
 		if _, op := s.find(r.Method, r.URL.Path); op == nil || op.Responses.Codes.GetOrZero("101") == nil {
 			return "an upgrade where none is described"
 		}

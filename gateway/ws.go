@@ -83,6 +83,8 @@ type wsConn struct {
 	pinging  atomic.Bool
 	pings    sync.WaitGroup
 
+	lp *wsLoopSide // on the idle loop's path (see wsloop.go); nil on the library's
+
 	conn     *conn    // the delivery core; the connection is its transport
 	releases []func() // the anonymous cap's rooms it holds
 	// code and why are how the connection closes, as its end decided.
@@ -119,11 +121,19 @@ func (wc *wsConn) kick(code websocket.StatusCode, reason string) {
 	wc.kickOnce.Do(func() {
 		wc.kickCode, wc.kickReason = code, reason
 		close(wc.kicked)
+		if wc.lp != nil {
+			// On the idle loop nothing waits on kicked: the worker is told.
+			wc.lp.wake()
+		}
 	})
 }
 
 // send queues an answer for the writer, in order; false when the connection ended.
 func (wc *wsConn) send(b []byte) bool {
+	if wc.lp != nil {
+		wc.lp.answer(b)
+		return true
+	}
 	select {
 	case wc.out <- b:
 		return true
@@ -201,16 +211,18 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, unavailable("the pod cannot take this connection now; retry, another pod may"))
 		return
 	}
+	if s.loop != nil && r.ProtoMajor == 1 && r.TLS == nil {
+		// The idle loop serves the connection once it has said hello (see
+		// wsloop.go); the release goes with it.
+		s.wsOnLoop(w, r, who, release)
+		return
+	}
 	defer release()
 
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	wc := &wsConn{s: s, r: r, who: who, session: newSession(), since: time.Now(), ctx: ctx, cancel: cancel,
-		claimant: s.wsClaimant(r, who), helloCh: make(chan wsFrame, 1), welcomed: make(chan struct{}), readDone: make(chan struct{}),
-		out: make(chan []byte, wsOutQueue), bell: make(chan struct{}, 1), kicked: make(chan struct{}),
-		state: map[string]*wsRoomState{}}
-	wc.identity = wc.claimant.Identity()
-	wc.lastSeen.Store(time.Now().UnixNano())
+	wc := s.newWSConn(r, who)
+	defer wc.cancel()
+	wc.helloCh, wc.welcomed, wc.readDone = make(chan wsFrame, 1), make(chan struct{}), make(chan struct{})
+	wc.out = make(chan []byte, wsOutQueue)
 	opts := &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.AllowOrigins,
 		OnPongReceived: func(context.Context, []byte) { wc.lastSeen.Store(time.Now().UnixNano()) },
@@ -233,11 +245,21 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	wc.finish(code, reason)
 }
 
+// newWSConn starts the state of a connection upgraded for who.
+func (s *Server) newWSConn(r *http.Request, who auth.Principal) *wsConn {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	wc := &wsConn{s: s, r: r, who: who, session: newSession(), since: time.Now(), ctx: ctx, cancel: cancel,
+		claimant: s.wsClaimant(r, who), bell: make(chan struct{}, 1), kicked: make(chan struct{}),
+		state: map[string]*wsRoomState{}}
+	wc.identity = wc.claimant.Identity()
+	wc.lastSeen.Store(time.Now().UnixNano())
+	return wc
+}
+
 // finish closes the connection with code (none: the peer is gone or the socket
 // broke) and waits for its goroutines.
 func (wc *wsConn) finish(code websocket.StatusCode, reason string) {
-	wc.s.wsClosed.WithLabelValues(closeLabel(code)).Inc()
-	wc.logClose(code, reason)
+	wc.closing(code, reason)
 	if code == 0 {
 		_ = wc.c.CloseNow()
 	} else {
@@ -249,6 +271,12 @@ func (wc *wsConn) finish(code websocket.StatusCode, reason string) {
 	wc.cancel()
 	<-wc.readDone
 	wc.pings.Wait()
+}
+
+// closing counts and logs the close, before the peer hears of it.
+func (wc *wsConn) closing(code websocket.StatusCode, reason string) {
+	wc.s.wsClosed.WithLabelValues(closeLabel(code)).Inc()
+	wc.logClose(code, reason)
 }
 
 func closeLabel(code websocket.StatusCode) string {
@@ -411,6 +439,9 @@ func (wc *wsConn) join(h hello) (websocket.StatusCode, string) {
 // writeFrame sends one frame. The connection bounds the write by the write timeout (see
 // corkConn), so the library gets a context without a deadline and sets no timer.
 func (wc *wsConn) writeFrame(p []byte) error {
+	if wc.lp != nil {
+		return wc.lp.writeNow(wc.s.cfg.WriteTimeout, p)
+	}
 	return wc.c.Write(context.Background(), websocket.MessageText, p)
 }
 
@@ -461,7 +492,9 @@ func (wc *wsConn) open(c *conn, _ []bool) error {
 	if err := wc.writeFrame(wsJSON(welcome)); err != nil {
 		return err
 	}
-	close(wc.welcomed)
+	if wc.welcomed != nil {
+		close(wc.welcomed) // the library's path: its reader goes on
+	}
 	return nil
 }
 

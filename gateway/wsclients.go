@@ -129,12 +129,24 @@ func (wc *wsConn) refresh() bool {
 // unregister forgets the connection on the pod and releases its claim, if it still
 // holds it.
 func (wc *wsConn) unregister() {
+	wc.forget()
+	wc.releaseClaim()
+}
+
+// forget forgets the connection on the pod.
+func (wc *wsConn) forget() {
 	s := wc.s
 	s.wsMu.Lock()
 	if s.wsByClient[wc.client] == wc {
 		delete(s.wsByClient, wc.client)
 	}
 	s.wsMu.Unlock()
+}
+
+// releaseClaim releases the connection's claim in the registry, if it still holds
+// it.
+func (wc *wsConn) releaseClaim() {
+	s := wc.s
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.PublishTimeout)
 	defer cancel()
 	if err := s.owners.ReleaseClient(ctx, wc.client, wc.session); err != nil {
