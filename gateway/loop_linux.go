@@ -287,17 +287,27 @@ func adopt(nc net.Conn) (int, error) {
 // rare writes that may wait (a history read's, the last words of a connection
 // whose socket is full).
 func writeBlocking(fd int, b []byte, timeout time.Duration) error {
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	f, err := dupSocket(fd)
 	if err != nil {
-		return fmt.Errorf("idle loop: dup: %w", err)
+		return err
 	}
-	f := os.NewFile(uintptr(dup), "socket")
 	defer f.Close()
 	if err := f.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 		return fmt.Errorf("idle loop: %w", err)
 	}
 	_, err = f.Write(b)
 	return err
+}
+
+// dupSocket returns a duplicate of the loop's descriptor of a socket, on the
+// runtime's poller (its reads and writes park the goroutine, not a thread); it
+// keeps the socket open once the loop has closed its own.
+func dupSocket(fd int) (*os.File, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("idle loop: dup: %w", err)
+	}
+	return os.NewFile(uintptr(dup), "socket"), nil
 }
 
 func closeFD(fd int) error { return unix.Close(fd) }

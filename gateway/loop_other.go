@@ -5,6 +5,7 @@ package gateway
 import (
 	"errors"
 	"net"
+	"os"
 	"time"
 )
 
@@ -35,3 +36,4 @@ func readNB(int, []byte) (int, error)     { return 0, errNoLoop }
 func adopt(net.Conn) (int, error)                    { return -1, errNoLoop }
 func writeBlocking(int, []byte, time.Duration) error { return errNoLoop }
 func closeFD(int) error                              { return errNoLoop }
+func dupSocket(int) (*os.File, error)                { return nil, errNoLoop }
