@@ -49,7 +49,8 @@ type poller struct {
 	byFD  []*conn           // the same, by socket descriptor
 	batch []*conn           // the run queue being served
 	evs   []unix.EpollEvent // epoll_wait's answers
-	swept time.Time         // when the connections were last swept (timers)
+	swept time.Time         // when a slice of the connections was last swept (timers)
+	sweep int               // where the next slice starts in conns
 	rbuf  []byte            // reads from the sockets (readBuf)
 }
 
@@ -124,7 +125,7 @@ func (p *poller) run() {
 		if !p.takeAdds() {
 			return
 		}
-		timeout := p.l.period - time.Since(p.swept)
+		timeout := p.l.period/sweepSlices - time.Since(p.swept)
 		ms := max(int(timeout/time.Millisecond), 0)
 		p.sleeping.Store(true)
 		p.mu.Lock()
@@ -159,15 +160,33 @@ func (p *poller) run() {
 			c.queued.Store(false)
 			c.run()
 		}
-		if now := time.Now(); now.Sub(p.swept) >= p.l.period {
+		if now := time.Now(); now.Sub(p.swept) >= p.l.period/sweepSlices {
 			p.swept = now
-			for i := 0; i < len(p.conns); i++ {
-				c := p.conns[i]
-				c.sweep(now)
-				if i < len(p.conns) && p.conns[i] != c {
-					i-- // c ended: another took its place
-				}
-			}
+			p.sweepSlice(now)
+		}
+	}
+}
+
+// sweepSlices is how many slices a worker sweeps its connections in, one slice
+// every loop period / sweepSlices: every connection is swept once a period, and no
+// sweep holds the worker from its sockets for long (10,000 connections cost it
+// milliseconds at once, a sixteenth of that a slice).
+const sweepSlices = 16
+
+// sweepSlice runs the timers of the next slice of the worker's connections.
+func (p *poller) sweepSlice(now time.Time) {
+	n := (len(p.conns) + sweepSlices - 1) / sweepSlices
+	for range n {
+		if len(p.conns) == 0 {
+			return
+		}
+		if p.sweep >= len(p.conns) {
+			p.sweep = 0
+		}
+		c := p.conns[p.sweep]
+		c.sweep(now)
+		if p.sweep < len(p.conns) && p.conns[p.sweep] == c {
+			p.sweep++ // else c ended, and the one that took its place is next
 		}
 	}
 }

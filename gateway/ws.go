@@ -247,7 +247,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 
 // newWSConn starts the state of a connection upgraded for who.
 func (s *Server) newWSConn(r *http.Request, who auth.Principal) *wsConn {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	// The connection outlives its request: its context keeps nothing of the
+	// request's (no value of it is read), which an idle connection would hold.
+	ctx, cancel := context.WithCancel(context.Background())
 	wc := &wsConn{s: s, r: r, who: who, session: newSession(), since: time.Now(), ctx: ctx, cancel: cancel,
 		claimant: s.wsClaimant(r, who), bell: make(chan struct{}, 1), kicked: make(chan struct{}),
 		state: map[string]*wsRoomState{}}

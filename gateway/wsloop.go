@@ -246,10 +246,26 @@ func (wc *wsConn) runOnLoop(br *bufio.Reader, ends *[]func()) *conn {
 			// Frames the client sent right after its hello are parsed first.
 			c.ev.Or(evIn)
 		}
-		return lp.nc, nil
+		// What the connection keeps of its upgrade request is what its
+		// publishes are checked with (the bearer credential, the peer's
+		// address), not the request with its headers and context.
+		wc.r = credentialRequest(wc.r)
+		nc := lp.nc
+		lp.nc = nil // the loop adopts the socket and closes nc
+		return nc, nil
 	}
 	c.serve(wc.who, h.from, h.resumed)
 	return c
+}
+
+// credentialRequest is what a WebSocket connection's publishes read of its upgrade
+// request (Server.publisher): the Authorization header and the peer's address.
+func credentialRequest(r *http.Request) *http.Request {
+	slim := &http.Request{Header: http.Header{}, RemoteAddr: r.RemoteAddr}
+	if v := r.Header.Values("Authorization"); len(v) > 0 {
+		slim.Header["Authorization"] = append([]string(nil), v...)
+	}
+	return slim
 }
 
 // readHello reads frames with blocking reads until the hello, within the hello
