@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,11 @@ type loop struct {
 	period  time.Duration // how often a worker sweeps its connections' timers
 	workers sync.WaitGroup
 	open    atomic.Int64 // connections in the workers' sets
+	// Connections taken on since the memory was last given back (trim), and
+	// when the last came, Unix nanoseconds.
+	taken     atomic.Int64
+	lastTaken atomic.Int64
+	trimming  atomic.Bool
 	// ctx is the context of the connections on the loop, whose requests are over.
 	ctx context.Context
 }
@@ -55,6 +61,35 @@ func newLoop(s *Server) *loop {
 func loopPeriod(cfg Config) time.Duration {
 	d := min(cfg.Heartbeat/2, cfg.WriteTimeout, cfg.WSPing) / 4
 	return min(max(d, 5*time.Millisecond), 250*time.Millisecond)
+}
+
+// Once a burst of new connections has settled (trimAfter connections taken on,
+// then trimQuiet without one), the pod gives back to the system the memory the
+// burst went through: each connection's request, buffers and goroutine were
+// garbage once the loop took it, and the runtime would otherwise keep that memory
+// as headroom for a heap the idle connections never grow back to. It costs one
+// garbage collection per burst.
+const (
+	trimAfter = 1000
+	trimQuiet = 2 * time.Second
+)
+
+// tookOn counts a connection the loop took on.
+func (l *loop) tookOn(now time.Time) {
+	l.taken.Add(1)
+	l.lastTaken.Store(now.UnixNano())
+}
+
+// trim gives the memory of a settled burst back (see trimAfter), off the worker.
+func (l *loop) trim(now time.Time) {
+	if l.taken.Load() < trimAfter || now.UnixNano()-l.lastTaken.Load() < int64(trimQuiet) || !l.trimming.CompareAndSwap(false, true) {
+		return
+	}
+	l.taken.Store(0)
+	go func() {
+		defer l.trimming.Store(false)
+		debug.FreeOSMemory()
+	}()
 }
 
 // pick is the worker a new connection goes to, in turn.

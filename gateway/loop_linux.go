@@ -163,6 +163,7 @@ func (p *poller) run() {
 		if now := time.Now(); now.Sub(p.swept) >= p.l.period/sweepSlices {
 			p.swept = now
 			p.sweepSlice(now)
+			p.l.trim(now)
 		}
 	}
 }
@@ -221,6 +222,7 @@ func (p *poller) takeAdds() bool {
 		c.attached(len(p.conns))
 		p.conns = append(p.conns, c)
 		p.l.open.Add(1)
+		p.l.tookOn(time.Now())
 		c.run()
 	}
 	return true
