@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"syscall"
@@ -604,5 +605,43 @@ func TestLoopMultiplexedStreamResumes(t *testing.T) {
 				t.Fatalf("room %s: %v, want %v", room, got[room], want[room])
 			}
 		}
+	})
+}
+
+// TestLoopGivesBackABurstsMemory: once a burst of 1,000 new streams has settled on
+// the loop (2 s without a new one), the pod collects the garbage the burst left
+// and gives the memory back: a forced collection, which nothing else in the test
+// asks for while it waits.
+func TestLoopGivesBackABurstsMemory(t *testing.T) {
+	if !gateway.IdleLoopSupported {
+		t.Skip("the idle loop needs Linux")
+	}
+	const n = 1000
+	p := newPod(t, podConfig{gw: gateway.Config{IdleLoop: gateway.IdleLoopOn}})
+	addr := p.public.Listener.Addr().String()
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	for i := range n {
+		c, err := openAnchored(addr, fmt.Sprintf("/rooms/burst-%d/events", i%10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	polltest.Eventually(t, 10*time.Second, "every stream on the loop", func() error {
+		if v := p.metrics(t).Value("roomcast_idle_loop_connections"); v != n {
+			return fmt.Errorf("%v connections on the loop, want %d", v, n)
+		}
+		return nil
+	})
+	before := forced()
+	polltest.Eventually(t, 10*time.Second, "the burst's memory given back", func() error {
+		if forced() == before {
+			return errors.New("no collection since the burst")
+		}
+		return nil
 	})
 }
