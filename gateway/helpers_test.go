@@ -333,10 +333,3 @@ func (s *stream) waitEnd() []frame {
 		out = append(out, f)
 	}
 }
-
-// onIdleLoop reports whether the tests' pods serve their connections on the idle
-// loop (gatewaytest.IdleLoop, the platform's default when unset).
-func onIdleLoop(t testing.TB) bool {
-	v := gatewaytest.IdleLoop(t)
-	return v == "on" || v == "" && gateway.IdleLoopSupported
-}

@@ -425,13 +425,10 @@ func TestWSBusyRoomDoesNotStarveCloses(t *testing.T) {
 // there: the writer is held right after its write until the ack has been served,
 // and the ack must count.
 func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
-	if onIdleLoop(t) {
-		// On the loop the worker writes without blocking and reads the acks
-		// itself, after its write has returned: the order this test forces
-		// cannot happen there, and holding the worker would hold the reading too.
-		t.Skip("the idle loop's worker reads only after its write returned")
-	}
-	p := newPod(t, podConfig{})
+	// On the goroutine path: on the loop the worker writes without blocking and
+	// reads the acks itself, after its write has returned, so the order this test
+	// forces cannot happen there.
+	p := newPod(t, podConfig{gw: gateway.Config{IdleLoop: gateway.IdleLoopOff}})
 	wrote, release := holdOnce(t, "quick")
 	gateway.SetWSWroteHook(p.srv, wrote.hook)
 	// A room with history: the connection starts from a position of its epoch, so
@@ -460,12 +457,9 @@ func TestWSAckBeforeTheWriteReturnsIsAccepted(t *testing.T) {
 // answered: the library writes the answer from its reading goroutine and closes the
 // socket at once, and what was held must go out before it does.
 func TestWSClientCloseDuringACorkedBatchIsAnswered(t *testing.T) {
-	if onIdleLoop(t) {
-		// The idle loop's path corks nothing (a batch is one writev) and reads
-		// the client's frames only once the worker has the connection.
-		t.Skip("no cork on the idle loop's path")
-	}
-	p := newPod(t, podConfig{})
+	// On the goroutine path: the idle loop's corks nothing (a batch is one
+	// writev).
+	p := newPod(t, podConfig{gw: gateway.Config{IdleLoop: gateway.IdleLoopOff}})
 	ids := []string{p.publish(t, "a", `1`), p.publish(t, "a", `2`)}
 	epoch, _, _ := strings.Cut(ids[0], ":")
 	corked, release := holdOnce(t, "closer")

@@ -147,10 +147,20 @@ func TestWSBrokenFramesClose(t *testing.T) {
 		{name: "invalid UTF-8", loopOnly: true, frame: wsclient.ClientFrame(wsclient.OpText, true, []byte{'"', 0xff, 0xfe, '"'}, false), code: 1007},
 	}
 	p := newPod(t, podConfig{gw: gateway.Config{MaxBody: maxBody}})
+	// The goroutine path's library answers these otherwise (see its cases): they
+	// are checked on a pod on the loop, whatever the tests' path.
+	onLoop := p
+	if gateway.IdleLoopSupported {
+		onLoop = newPod(t, podConfig{gw: gateway.Config{MaxBody: maxBody, IdleLoop: gateway.IdleLoopOn}})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.loopOnly && !onIdleLoop(t) {
-				t.Skip("checked on the idle loop's path only")
+			p := p
+			if tc.loopOnly {
+				if !gateway.IdleLoopSupported {
+					t.Skip("the idle loop needs Linux")
+				}
+				p = onLoop
 			}
 			r := dialRawWS(t, p)
 			rawWelcome(t, r, "broken-"+strings.ReplaceAll(tc.name, " ", "-"))
@@ -217,11 +227,11 @@ func TestWSFramesPipelinedAfterTheHello(t *testing.T) {
 
 // Idle WebSocket connections on the idle loop hold no goroutine each.
 func TestWSIdleConnectionsHoldNoGoroutines(t *testing.T) {
-	if !onIdleLoop(t) {
-		t.Skip("a goroutine per connection without the idle loop")
+	if !gateway.IdleLoopSupported {
+		t.Skip("the idle loop needs Linux")
 	}
 	const n = 500
-	p := newPod(t, podConfig{})
+	p := newPod(t, podConfig{gw: gateway.Config{IdleLoop: gateway.IdleLoopOn}})
 	before := runtime.NumGoroutine()
 	conns := make([]*wsclient.Raw, n)
 	for i := range conns {
