@@ -296,7 +296,7 @@ var readyNow = func() chan struct{} { c := make(chan struct{}); close(c); return
 // left is taken by the next batch without waiting, though the transport's own
 // channels and the ticker still get their turn: a busy room cannot starve them.
 func (c *conn) live() rooms.Reason {
-	s, t := c.s, c.t
+	t := c.t
 	tick := time.NewTicker(t.interval())
 	defer tick.Stop()
 	// The client going away closes the members, which the wait below sees.
@@ -306,7 +306,6 @@ func (c *conn) live() rooms.Reason {
 		}
 	})
 	defer stop()
-	hooks := s.hooks()
 	var single *connRoom
 	if c.bell == nil {
 		single = &c.rooms[0]
@@ -355,32 +354,10 @@ func (c *conn) live() rooms.Reason {
 			}
 			continue
 		}
-		for i := range c.rooms {
-			if reason := c.rooms[i].m.Reason(); reason != 0 {
-				return reason
-			}
+		var reason rooms.Reason
+		if more, reason = c.step(); reason != 0 {
+			return reason
 		}
-		if hooks != nil && hooks.batch != nil {
-			hooks.batch(c)
-		}
-		// The batch is borrowed only while there is something to write, so an idle
-		// connection holds none.
-		c.batch = getBatch()
-		more = c.rr.gather(c)
-		n := c.batch.n
-		var err error
-		if len(c.batch.buf) > 0 {
-			t.record(c)
-			err = t.write(c, c.batch.buf, c.batch.ends)
-		}
-		s.settle(c, err)
-		if err != nil {
-			return rooms.ReasonWriteFailed
-		}
-		if hooks != nil && hooks.wrote != nil && n > 0 {
-			hooks.wrote(c)
-		}
-		s.countDelivered(n)
 		for _, i := range c.rr.reread {
 			// The room resynced past history this connection can still read: read
 			// it on from the log; the queue's copies are then skipped.
@@ -390,6 +367,43 @@ func (c *conn) live() rooms.Reason {
 			more = true
 		}
 	}
+}
+
+// step is one turn of the delivery core, on a connection's goroutine (live) and on
+// the loop (run) alike: a member closed ends the connection; else one batch of the
+// rooms' queues is gathered (roundRobin) and written. It reports whether more is
+// queued, or the reason the connection ends. Rooms to read on from the log are
+// left in c.rr.reread for the caller.
+func (c *conn) step() (more bool, reason rooms.Reason) {
+	for i := range c.rooms {
+		if reason := c.rooms[i].m.Reason(); reason != 0 {
+			return false, reason
+		}
+	}
+	s := c.s
+	hooks := s.hooks()
+	if hooks != nil && hooks.batch != nil {
+		hooks.batch(c)
+	}
+	// The batch is borrowed only while there is something to write, so an idle
+	// connection holds none.
+	c.batch = getBatch()
+	more = c.rr.gather(c)
+	n := c.batch.n
+	var err error
+	if len(c.batch.buf) > 0 {
+		c.t.record(c)
+		err = c.t.write(c, c.batch.buf, c.batch.ends)
+	}
+	s.settle(c, err)
+	if err != nil {
+		return false, rooms.ReasonWriteFailed
+	}
+	if hooks != nil && hooks.wrote != nil && n > 0 {
+		hooks.wrote(c)
+	}
+	s.countDelivered(n)
+	return more, 0
 }
 
 // add appends room i's live item to the batch as stepItem decides, moving the

@@ -126,6 +126,7 @@ type loopState struct {
 	p      *poller
 	fd     int         // the socket, the loop's own (adopt)
 	idx    int         // in p.conns; -1 when not there
+	gen    int32       // the connection's generation on its worker (sockNews)
 	queued atomic.Bool // on p.runq
 	ev     atomic.Uint32
 	// detached: a goroutine serves the connection for now (a history read); the
@@ -260,34 +261,11 @@ func (c *conn) run() {
 			return
 		}
 	}
-	for i := range c.rooms {
-		if reason := c.rooms[i].m.Reason(); reason != 0 {
-			c.finish(reason)
-			return
-		}
-	}
-	s := c.s
-	hooks := s.hooks()
-	if hooks != nil && hooks.batch != nil {
-		hooks.batch(c)
-	}
-	c.batch = getBatch()
-	more := c.rr.gather(c)
-	n := c.batch.n
-	var err error
-	if len(c.batch.buf) > 0 {
-		c.t.record(c)
-		err = c.t.write(c, c.batch.buf, c.batch.ends)
-	}
-	s.settle(c, err)
-	if err != nil {
-		c.finish(rooms.ReasonWriteFailed)
+	more, reason := c.step()
+	if reason != 0 {
+		c.finish(reason)
 		return
 	}
-	if hooks != nil && hooks.wrote != nil && n > 0 {
-		hooks.wrote(c)
-	}
-	s.countDelivered(n)
 	if len(c.rr.reread) > 0 {
 		reread := append([]int(nil), c.rr.reread...)
 		c.detach(func() error {

@@ -27,34 +27,51 @@ const (
 	evHup = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 )
 
-// poller is one event-loop worker: an epoll set of sockets, an eventfd that wakes
-// it, its connections, and the run queue of connections woken by their rooms. Its
-// goroutine runs only while it has connections; it starts with the first and ends
-// with the last, closing its descriptors, so an idle pod holds none.
+// poller is one event-loop worker: its connections, the run queue of connections
+// woken by their rooms, and an epoll set of their sockets. Two goroutines serve it
+// while it has connections, none when it has none (its descriptors closed, so an
+// idle pod holds none): the worker, which alone touches its connections and waits
+// on a channel (a room's wake-up hands the worker straight to the waking
+// goroutine's processor, as a channel send to a connection's goroutine does on the
+// goroutine path), and a watcher blocked in epoll_wait, which hands the sockets'
+// news to the worker.
 type poller struct {
 	l *loop
 
 	mu      sync.Mutex
 	running bool
 	epfd    int
-	evfd    int
+	evfd    int     // wakes the watcher out of epoll_wait when the worker stops
 	runq    []*conn // woken connections, each at most once (conn.queued)
 	adds    []*conn // connections handed to the worker, not yet in its set
-	// sleeping is set while the worker may be in epoll_wait: a wake-up writes the
-	// eventfd only then, once.
+	news    []sockNews
+	// sleeping is set while the worker may wait on kick: a wake-up sends only
+	// then, once.
 	sleeping atomic.Bool
+	kick     chan struct{}
 
 	// The worker's own, touched by its goroutine alone.
-	conns []*conn           // every connection of the worker, conn.idx its place
-	byFD  []*conn           // the same, by socket descriptor
-	batch []*conn           // the run queue being served
-	evs   []unix.EpollEvent // epoll_wait's answers
-	swept time.Time         // when a slice of the connections was last swept (timers)
-	sweep int               // where the next slice starts in conns
-	rbuf  []byte            // reads from the sockets (readBuf)
+	conns []*conn // every connection of the worker, conn.idx its place
+	byFD  []*conn // the same, by socket descriptor
+	gen   int32   // the last generation given to a connection (conn.gen)
+	batch []*conn // the run queue being served
+	seen  []sockNews
+	swept time.Time // when a slice of the connections was last swept (timers)
+	sweep int       // where the next slice starts in conns
+	rbuf  []byte    // reads from the sockets (readBuf)
 }
 
-func newPoller(l *loop) *poller { return &poller{l: l, epfd: -1, evfd: -1} }
+// sockNews is what epoll said of a connection's socket: the descriptor and the
+// connection's generation on it (a descriptor closed and reused is another
+// connection's, whose generation differs), and the events.
+type sockNews struct {
+	fd, gen int32
+	events  uint32
+}
+
+func newPoller(l *loop) *poller {
+	return &poller{l: l, epfd: -1, evfd: -1, kick: make(chan struct{}, 1)}
+}
 
 // add hands c, whose socket is c.fd, to the worker, starting it if it is idle.
 func (p *poller) add(c *conn) error {
@@ -65,8 +82,9 @@ func (p *poller) add(c *conn) error {
 			return err
 		}
 		p.running = true
-		p.l.workers.Add(1)
+		p.l.workers.Add(2)
 		go p.run()
+		go p.watch(p.epfd, p.evfd)
 	}
 	p.adds = append(p.adds, c)
 	p.signalLocked()
@@ -83,20 +101,17 @@ func (p *poller) openLocked() error {
 		unix.Close(epfd)
 		return fmt.Errorf("idle loop: eventfd: %w", err)
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd), Pad: -1}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
 		unix.Close(epfd)
 		unix.Close(evfd)
 		return fmt.Errorf("idle loop: epoll_ctl eventfd: %w", err)
 	}
 	p.epfd, p.evfd = epfd, evfd
-	if p.evs == nil {
-		p.evs = make([]unix.EpollEvent, 128)
-	}
 	return nil
 }
 
-// wake puts c on the run queue, once, and wakes the worker if it sleeps. It never
+// wake puts c on the run queue, once, and wakes the worker if it waits. It never
 // blocks: rooms call it under their lock (rooms.Waker).
 func (p *poller) wake(c *conn) {
 	if !c.queued.CompareAndSwap(false, true) {
@@ -108,12 +123,48 @@ func (p *poller) wake(c *conn) {
 	p.mu.Unlock()
 }
 
-// signalLocked wakes the worker out of epoll_wait, when it may be in it.
+// signalLocked wakes the worker, when it may be waiting.
 func (p *poller) signalLocked() {
 	if p.running && p.sleeping.CompareAndSwap(true, false) {
-		var one [8]byte
-		binary.NativeEndian.PutUint64(one[:], 1)
-		_, _ = unix.Write(p.evfd, one[:])
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watch is the watcher's goroutine: it waits in epoll_wait for the sockets' news
+// and hands it to the worker, until the worker stops (evfd), then closes the
+// descriptors of the set.
+func (p *poller) watch(epfd, evfd int) {
+	defer p.l.workers.Done()
+	defer unix.Close(evfd)
+	defer unix.Close(epfd)
+	evs := make([]unix.EpollEvent, 128)
+	for {
+		n, err := unix.EpollWait(epfd, evs, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			p.l.s.cfg.Logger.Error("idle loop: epoll_wait failed", "err", err)
+			return
+		}
+		stop := false
+		p.mu.Lock()
+		for i := range evs[:n] {
+			e := &evs[i]
+			if e.Pad < 0 {
+				stop = true
+				continue
+			}
+			p.news = append(p.news, sockNews{fd: e.Fd, gen: e.Pad, events: e.Events})
+		}
+		p.signalLocked()
+		p.mu.Unlock()
+		if stop {
+			return
+		}
 	}
 }
 
@@ -121,50 +172,49 @@ func (p *poller) signalLocked() {
 func (p *poller) run() {
 	defer p.l.workers.Done()
 	p.swept = time.Now()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
 		if !p.takeAdds() {
 			return
 		}
-		timeout := p.l.period/sweepSlices - time.Since(p.swept)
-		ms := max(int(timeout/time.Millisecond), 0)
-		p.sleeping.Store(true)
 		p.mu.Lock()
-		if len(p.runq) > 0 || len(p.adds) > 0 {
-			ms = 0
-		}
-		p.mu.Unlock()
-		n, err := unix.EpollWait(p.epfd, p.evs, ms)
-		p.sleeping.Store(false)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			p.l.s.cfg.Logger.Error("idle loop: epoll_wait failed", "err", err)
-			n = 0
-		}
-		for i := 0; i < n; i++ {
-			e := &p.evs[i]
-			if int(e.Fd) == p.evfd {
-				var b [8]byte
-				_, _ = unix.Read(p.evfd, b[:])
-				continue
-			}
-			if int(e.Fd) < len(p.byFD) && p.byFD[e.Fd] != nil {
-				c := p.byFD[e.Fd]
-				c.ev.Or(e.Events)
-				c.run()
-			}
-		}
-		p.mu.Lock()
+		p.seen, p.news = p.news, p.seen[:0]
 		p.batch, p.runq = p.runq, p.batch[:0]
 		p.mu.Unlock()
+		for _, n := range p.seen {
+			if int(n.fd) < len(p.byFD) {
+				if c := p.byFD[n.fd]; c != nil && c.gen == n.gen {
+					c.ev.Or(n.events)
+					c.run()
+				}
+			}
+		}
 		for i, c := range p.batch {
 			p.batch[i] = nil
 			c.queued.Store(false)
 			c.run()
 		}
-		if now := time.Now(); now.Sub(p.swept) >= p.l.period/sweepSlices {
+		now := time.Now()
+		if now.Sub(p.swept) >= p.l.period/sweepSlices {
 			p.swept = now
 			p.sweepSlice(now)
 			p.l.trim(now)
 		}
+		p.sleeping.Store(true)
+		p.mu.Lock()
+		busy := len(p.runq) > 0 || len(p.adds) > 0 || len(p.news) > 0
+		p.mu.Unlock()
+		if busy {
+			p.sleeping.Store(false)
+			continue
+		}
+		t.Reset(p.l.period/sweepSlices - time.Since(p.swept))
+		select {
+		case <-p.kick:
+		case <-t.C:
+		}
+		p.sleeping.Store(false)
 	}
 }
 
@@ -201,15 +251,20 @@ func (p *poller) takeAdds() bool {
 	p.adds = nil
 	if len(adds) == 0 && len(p.conns) == 0 && len(p.runq) == 0 {
 		p.running = false
-		unix.Close(p.epfd)
-		unix.Close(p.evfd)
+		// The watcher closes the set's descriptors as it leaves.
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		_, _ = unix.Write(p.evfd, one[:])
 		p.epfd, p.evfd = -1, -1
+		p.news = p.news[:0]
 		p.mu.Unlock()
 		return false
 	}
 	p.mu.Unlock()
 	for _, c := range adds {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(c.fd)}
+		p.gen = max(p.gen+1, 0) // never negative: the watcher's stop is -1
+		c.gen = p.gen
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(c.fd), Pad: c.gen}
 		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
 			c.attached(-1)
 			c.finish(reasonFor(c.ctx, fmt.Errorf("idle loop: epoll_ctl: %w", err)))

@@ -129,7 +129,7 @@ func (lp *wsLoopSide) serve() {
 // request goroutine's writes, before the loop takes the connection.
 func (lp *wsLoopSide) writeNow(timeout time.Duration, p []byte) error {
 	var hdr [10]byte
-	return lp.writeBlocking(timeout, appendWSFrameHeader(hdr[:0], wsOpText, len(p)), p)
+	return lp.writeBlocking(timeout, appendWSFrameHeader(hdr[:0], ws.OpText, len(p)), p)
 }
 
 func (lp *wsLoopSide) writeBlocking(timeout time.Duration, parts ...[]byte) error {
@@ -284,20 +284,20 @@ func (wc *wsConn) readHello(br *bufio.Reader) (wsFrame, websocket.StatusCode, st
 		code websocket.StatusCode
 		why  string
 	)
-	handle := func(op byte, payload []byte) bool {
+	handle := func(op ws.OpCode, payload []byte) bool {
 		wc.lastSeen.Store(time.Now().UnixNano())
 		switch op {
-		case wsOpPing:
+		case ws.OpPing:
 			var hdr [2]byte
-			_ = lp.writeBlocking(s.cfg.WriteTimeout, appendWSFrameHeader(hdr[:0], wsOpPong, len(payload)), payload)
+			_ = lp.writeBlocking(s.cfg.WriteTimeout, appendWSFrameHeader(hdr[:0], ws.OpPong, len(payload)), payload)
 			return true
-		case wsOpPong:
+		case ws.OpPong:
 			return true
-		case wsOpClose:
+		case ws.OpClose:
 			lp.peerClosed = true
 			_ = lp.writeBlocking(s.cfg.WriteTimeout, appendWSEcho(payload))
 			return false
-		case wsOpBinary:
+		case ws.OpBinary:
 			code, why = wsBadHello, "bad hello: frames are JSON text messages"
 			return false
 		}
@@ -362,7 +362,7 @@ func (t wsLoopConn) write(c *conn, buf []byte, ends []int) error {
 	start := 0
 	for _, end := range ends {
 		h := len(hb)
-		hb = appendWSFrameHeader(hb, wsOpText, end-start)
+		hb = appendWSFrameHeader(hb, ws.OpText, end-start)
 		parts = append(parts, hb[h:], buf[start:end])
 		start = end
 	}
@@ -399,7 +399,7 @@ func (t wsLoopConn) tick(c *conn, now time.Time) rooms.Reason {
 	return 0
 }
 
-var wsPingFrame = appendWSFrameHeader(nil, wsOpPing, 0)
+var wsPingFrame = appendWSFrameHeader(nil, ws.OpPing, 0)
 
 // end decides the close (wsConn.end) and, on the loop, queues the close frame:
 // finish writes it and closes the socket. The request goroutine writes its own.
@@ -451,7 +451,7 @@ func lingerClose(rc lingerReader, limit int) {
 	for {
 		n, err := rc.Read(b[:])
 		if n > 0 {
-			stopped, v := p.feed(b[:n], func(op byte, _ []byte) bool { return op != wsOpClose })
+			stopped, v := p.feed(b[:n], func(op ws.OpCode, _ []byte) bool { return op != ws.OpClose })
 			if stopped || v != nil {
 				return
 			}
@@ -511,7 +511,7 @@ func (t wsLoopConn) beforeBatch(c *conn) rooms.Reason {
 		parts := make([][]byte, 0, 2*len(answers))
 		for _, a := range answers {
 			h := len(hb)
-			hb = appendWSFrameHeader(hb, wsOpText, len(a))
+			hb = appendWSFrameHeader(hb, ws.OpText, len(a))
 			parts = append(parts, hb[h:], a)
 		}
 		if err := c.send(parts...); err != nil {
@@ -567,16 +567,16 @@ func (t wsLoopConn) readable(c *conn) rooms.Reason {
 func (t wsLoopConn) feed(c *conn, data []byte) rooms.Reason {
 	lp := t.lp
 	var werr error
-	stopped, v := lp.parser.feed(data, func(op byte, payload []byte) bool {
+	stopped, v := lp.parser.feed(data, func(op ws.OpCode, payload []byte) bool {
 		t.lastSeen.Store(time.Now().UnixNano())
 		switch op {
-		case wsOpPing:
+		case ws.OpPing:
 			var hdr [2]byte
-			werr = c.send(appendWSFrameHeader(hdr[:0], wsOpPong, len(payload)), payload)
+			werr = c.send(appendWSFrameHeader(hdr[:0], ws.OpPong, len(payload)), payload)
 			return werr == nil && len(c.pend) == 0
-		case wsOpPong:
+		case ws.OpPong:
 			return true
-		case wsOpClose:
+		case ws.OpClose:
 			lp.peerClosed = true
 			werr = c.send(appendWSEcho(payload))
 			return false
@@ -604,11 +604,11 @@ func (t wsLoopConn) feed(c *conn, data []byte) rooms.Reason {
 // frame serves a message after the hello as the library's path does (wsConn.serve):
 // on the worker, unless it is a publish, which calls the log, or frames wait to be
 // served off the worker already, which it must not pass.
-func (t wsLoopConn) frame(op byte, payload []byte) {
+func (t wsLoopConn) frame(op ws.OpCode, payload []byte) {
 	lp := t.lp
 	var answer []byte
 	var f wsFrame
-	if op != wsOpText {
+	if op != ws.OpText {
 		answer = wsErrorOf("", "", newError(0, "invalid_frame", "frames are JSON text messages"))
 	} else {
 		var err error

@@ -3,21 +3,13 @@ package gateway
 import (
 	"encoding/binary"
 	"unicode/utf8"
+
+	"github.com/gobwas/ws"
 )
 
 // The WebSocket framing (RFC 6455, section 5) of connections on the idle loop, where
 // no library reads or writes for them: a parser that takes whatever bytes the socket
 // gave, however they were split, and the server's frames, which go out unmasked.
-
-// Frame opcodes.
-const (
-	wsOpCont   byte = 0x0
-	wsOpText   byte = 0x1
-	wsOpBinary byte = 0x2
-	wsOpClose  byte = 0x8
-	wsOpPing   byte = 0x9
-	wsOpPong   byte = 0xa
-)
 
 // RFC 6455 close codes the parser answers with.
 const (
@@ -45,13 +37,13 @@ type wsParser struct {
 	// msg is a fragmented message's payload so far, msgOp its opcode (0: none in
 	// progress).
 	msg   []byte
-	msgOp byte
+	msgOp ws.OpCode
 }
 
 // wsHandle receives a whole message (text or binary) or a control frame; its payload
 // is valid only during the call. It returns false to stop the parser after this
 // frame: the rest waits in part for the next feed.
-type wsHandle func(op byte, payload []byte) bool
+type wsHandle func(op ws.OpCode, payload []byte) bool
 
 // feed parses data (the parser may modify it: payloads are unmasked in place) and
 // hands each whole message and control frame to fn, in order. It reports whether fn
@@ -108,16 +100,16 @@ func (p *wsParser) release() { p.part, p.msg, p.msgOp = nil, nil, 0 }
 
 // frame parses the frame at the start of b: its length n (0: incomplete), opcode,
 // FIN bit and unmasked payload.
-func (p *wsParser) frame(b []byte) (n int, op byte, fin bool, payload []byte, v *wsViolation) {
+func (p *wsParser) frame(b []byte) (n int, op ws.OpCode, fin bool, payload []byte, v *wsViolation) {
 	if len(b) < 2 {
 		return 0, 0, false, nil, nil
 	}
-	fin, op = b[0]&0x80 != 0, b[0]&0x0f
+	fin, op = b[0]&0x80 != 0, ws.OpCode(b[0]&0x0f)
 	if b[0]&0x70 != 0 {
 		return 0, 0, false, nil, &wsViolation{wsProtocolError, "reserved bits set without an extension"}
 	}
 	switch op {
-	case wsOpCont, wsOpText, wsOpBinary, wsOpClose, wsOpPing, wsOpPong:
+	case ws.OpContinuation, ws.OpText, ws.OpBinary, ws.OpClose, ws.OpPing, ws.OpPong:
 	default:
 		return 0, 0, false, nil, &wsViolation{wsProtocolError, "unknown opcode"}
 	}
@@ -140,10 +132,10 @@ func (p *wsParser) frame(b []byte) (n int, op byte, fin bool, payload []byte, v 
 			return 0, 0, false, nil, &wsViolation{wsProtocolError, "frame length out of range"}
 		}
 	}
-	if op >= wsOpClose && (!fin || length > wsMaxControlLength) {
+	if op >= ws.OpClose && (!fin || length > wsMaxControlLength) {
 		return 0, 0, false, nil, &wsViolation{wsProtocolError, "control frames are whole and at most 125 bytes"}
 	}
-	if length > uint64(p.limit) || (op == wsOpCont && uint64(len(p.msg))+length > uint64(p.limit)) {
+	if length > uint64(p.limit) || (op == ws.OpContinuation && uint64(len(p.msg))+length > uint64(p.limit)) {
 		// Refused before its payload arrives: the limit bounds what the parser
 		// holds, not only what it delivers.
 		return 0, 0, false, nil, &wsViolation{wsMessageTooBig, "message too big"}
@@ -161,22 +153,22 @@ func (p *wsParser) frame(b []byte) (n int, op byte, fin bool, payload []byte, v 
 }
 
 // deliver hands a whole message or control frame to fn, gathering fragments.
-func (p *wsParser) deliver(op byte, fin bool, payload []byte, fn wsHandle) (bool, *wsViolation) {
+func (p *wsParser) deliver(op ws.OpCode, fin bool, payload []byte, fn wsHandle) (bool, *wsViolation) {
 	switch {
-	case op >= wsOpClose:
-		if op == wsOpClose {
+	case op >= ws.OpClose:
+		if op == ws.OpClose {
 			if v := checkClosePayload(payload); v != nil {
 				return false, v
 			}
 		}
 		return fn(op, payload), nil
-	case op == wsOpCont && p.msgOp == 0:
+	case op == ws.OpContinuation && p.msgOp == 0:
 		return false, &wsViolation{wsProtocolError, "continuation frame without a message to continue"}
-	case op != wsOpCont && p.msgOp != 0:
+	case op != ws.OpContinuation && p.msgOp != 0:
 		return false, &wsViolation{wsProtocolError, "a new message began before the last one ended"}
-	case op != wsOpCont && fin:
+	case op != ws.OpContinuation && fin:
 		return p.whole(op, payload, fn)
-	case op != wsOpCont:
+	case op != ws.OpContinuation:
 		p.msgOp = op
 		p.msg = append([]byte(nil), payload...)
 		return true, nil
@@ -191,8 +183,8 @@ func (p *wsParser) deliver(op byte, fin bool, payload []byte, fn wsHandle) (bool
 }
 
 // whole hands a whole message to fn; a text message must be UTF-8.
-func (p *wsParser) whole(op byte, msg []byte, fn wsHandle) (bool, *wsViolation) {
-	if op == wsOpText && !utf8.Valid(msg) {
+func (p *wsParser) whole(op ws.OpCode, msg []byte, fn wsHandle) (bool, *wsViolation) {
+	if op == ws.OpText && !utf8.Valid(msg) {
 		return false, &wsViolation{wsInvalidPayload, "text message is not valid UTF-8"}
 	}
 	return fn(op, msg), nil
@@ -220,8 +212,8 @@ func checkClosePayload(b []byte) *wsViolation {
 }
 
 // appendWSFrameHeader appends the header of an unmasked server frame of n bytes.
-func appendWSFrameHeader(dst []byte, op byte, n int) []byte {
-	dst = append(dst, 0x80|op)
+func appendWSFrameHeader(dst []byte, op ws.OpCode, n int) []byte {
+	dst = append(dst, 0x80|byte(op))
 	switch {
 	case n <= 125:
 		return append(dst, byte(n))
@@ -235,7 +227,7 @@ func appendWSFrameHeader(dst []byte, op byte, n int) []byte {
 // bytes a close frame holds); code 0 sends an empty body.
 func appendWSClose(dst []byte, code int, reason string) []byte {
 	if code == 0 {
-		return appendWSFrameHeader(dst, wsOpClose, 0)
+		return appendWSFrameHeader(dst, ws.OpClose, 0)
 	}
 	if len(reason) > 123 {
 		reason = reason[:123]
@@ -243,7 +235,7 @@ func appendWSClose(dst []byte, code int, reason string) []byte {
 			reason = reason[:len(reason)-1]
 		}
 	}
-	dst = appendWSFrameHeader(dst, wsOpClose, 2+len(reason))
+	dst = appendWSFrameHeader(dst, ws.OpClose, 2+len(reason))
 	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
 	return append(dst, reason...)
 }

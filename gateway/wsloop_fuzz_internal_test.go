@@ -5,11 +5,13 @@ import (
 	"slices"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/gobwas/ws"
 )
 
 // wsDelivered is a message or control frame a parser delivered.
 type wsDelivered struct {
-	op      byte
+	op      ws.OpCode
 	payload string
 }
 
@@ -19,7 +21,7 @@ type wsDelivered struct {
 func parseAll(data []byte, chunk, limit int) (got []wsDelivered, v *wsViolation, holds bool) {
 	p := &wsParser{limit: limit}
 	data = bytes.Clone(data) // the parser unmasks in place
-	fn := func(op byte, payload []byte) bool {
+	fn := func(op ws.OpCode, payload []byte) bool {
 		got = append(got, wsDelivered{op, string(payload)})
 		return true
 	}
@@ -41,13 +43,13 @@ func parseAll(data []byte, chunk, limit int) (got []wsDelivered, v *wsViolation,
 func FuzzWSParser(f *testing.F) {
 	ping := []byte(`{"v":1,"kind":"ping"}`)
 	seeds := [][]byte{
-		clientFrame(wsOpText, true, ping, true),
-		append(clientFrame(wsOpText, false, ping[:5], true), append(clientFrame(wsOpPing, true, []byte("p"), true), clientFrame(wsOpCont, true, ping[5:], true)...)...),
-		clientFrame(wsOpText, true, ping, false),
-		clientFrame(wsOpClose, true, []byte{0x03, 0xe8, 'b', 'y', 'e'}, true),
-		clientFrame(wsOpClose, true, []byte{0x03}, true),
-		clientFrame(wsOpText, true, []byte{0xff}, true),
-		clientFrame(wsOpBinary, true, bytes.Repeat([]byte{7}, 300), true),
+		clientFrame(ws.OpText, true, ping, true),
+		append(clientFrame(ws.OpText, false, ping[:5], true), append(clientFrame(ws.OpPing, true, []byte("p"), true), clientFrame(ws.OpContinuation, true, ping[5:], true)...)...),
+		clientFrame(ws.OpText, true, ping, false),
+		clientFrame(ws.OpClose, true, []byte{0x03, 0xe8, 'b', 'y', 'e'}, true),
+		clientFrame(ws.OpClose, true, []byte{0x03}, true),
+		clientFrame(ws.OpText, true, []byte{0xff}, true),
+		clientFrame(ws.OpBinary, true, bytes.Repeat([]byte{7}, 300), true),
 		{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0},
 	}
 	for _, s := range seeds {
@@ -71,7 +73,7 @@ func FuzzWSParser(f *testing.F) {
 			if len(d.payload) > limit {
 				t.Fatalf("delivered %d bytes, over the limit", len(d.payload))
 			}
-			if d.op == wsOpText && !utf8.ValidString(d.payload) {
+			if d.op == ws.OpText && !utf8.ValidString(d.payload) {
 				t.Fatalf("delivered text that is not UTF-8: %q", d.payload)
 			}
 		}
@@ -79,7 +81,7 @@ func FuzzWSParser(f *testing.F) {
 }
 
 // clientFrame makes a client frame, masked or not, with a fixed mask.
-func clientFrame(op byte, fin bool, payload []byte, masked bool) []byte {
+func clientFrame(op ws.OpCode, fin bool, payload []byte, masked bool) []byte {
 	h := appendWSFrameHeader(nil, op, len(payload))
 	if !fin {
 		h[0] &^= 0x80
@@ -100,9 +102,9 @@ func clientFrame(op byte, fin bool, payload []byte, masked bool) []byte {
 // no buffer; while one is incomplete it keeps only its bytes.
 func TestWSParserHoldsNothingWhenIdle(t *testing.T) {
 	p := &wsParser{limit: 1 << 10}
-	frame := clientFrame(wsOpText, true, []byte(`{"v":1,"kind":"ping"}`), true)
+	frame := clientFrame(ws.OpText, true, []byte(`{"v":1,"kind":"ping"}`), true)
 	n := 0
-	fn := func(byte, []byte) bool { n++; return true }
+	fn := func(ws.OpCode, []byte) bool { n++; return true }
 	if _, v := p.feed(bytes.Clone(frame[:5]), fn); v != nil || n != 0 || len(p.part) != 5 {
 		t.Fatalf("after 5 bytes: violation %v, %d delivered, %d held", v, n, len(p.part))
 	}

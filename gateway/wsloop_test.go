@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient"
 	"github.com/roomcast/roomcast/replay"
@@ -58,9 +59,9 @@ func rawNext(t testing.TB, r *wsclient.Raw) (wsclient.RawFrame, wsMsg) {
 			t.Fatalf("read: %v", err)
 		}
 		switch f.Op {
-		case wsclient.OpPing:
+		case ws.OpPing:
 			continue
-		case wsclient.OpText:
+		case ws.OpText:
 			m, err := wsclient.Decode(f.Payload)
 			if err != nil {
 				t.Fatalf("decode %q: %v", f.Payload, err)
@@ -108,11 +109,11 @@ func TestWSPingBetweenFragments(t *testing.T) {
 	r := dialRawWS(t, p)
 	rawWelcome(t, r, "fragments")
 	msg := []byte(`{"v":1,"kind":"ping","data":"whole"}`)
-	rawWrite(t, r, wsclient.ClientFrame(wsclient.OpText, false, msg[:10], false))
-	rawWrite(t, r, wsclient.ClientFrame(wsclient.OpPing, true, []byte("mid"), false))
-	rawWrite(t, r, wsclient.ClientFrame(wsclient.OpContinuation, false, msg[10:20], false))
-	rawWrite(t, r, wsclient.ClientFrame(wsclient.OpContinuation, true, msg[20:], false))
-	if f, _ := rawNext(t, r); f.Op != wsclient.OpPong || string(f.Payload) != "mid" {
+	rawWrite(t, r, wsclient.ClientFrame(ws.OpText, false, msg[:10], false))
+	rawWrite(t, r, wsclient.ClientFrame(ws.OpPing, true, []byte("mid"), false))
+	rawWrite(t, r, wsclient.ClientFrame(ws.OpContinuation, false, msg[10:20], false))
+	rawWrite(t, r, wsclient.ClientFrame(ws.OpContinuation, true, msg[20:], false))
+	if f, _ := rawNext(t, r); f.Op != ws.OpPong || string(f.Payload) != "mid" {
 		t.Fatalf("want the pong of the ping between the fragments, got op %#x %q", f.Op, f.Payload)
 	}
 	if _, m := rawNext(t, r); m.Kind != wsclient.KindPong || string(m.Data) != `"whole"` {
@@ -123,7 +124,7 @@ func TestWSPingBetweenFragments(t *testing.T) {
 // Frames RFC 6455 forbids close the connection with the code it names.
 func TestWSBrokenFramesClose(t *testing.T) {
 	const maxBody = 1 << 10
-	huge := wsclient.ClientFrame(wsclient.OpText, true, nil, false)[:2]
+	huge := wsclient.ClientFrame(ws.OpText, true, nil, false)[:2]
 	huge[1] = 0x80 | 127
 	huge = binary.BigEndian.AppendUint64(huge, maxBody+64<<10)
 	huge = append(huge, 1, 2, 3, 4) // the mask; no payload follows
@@ -139,12 +140,12 @@ func TestWSBrokenFramesClose(t *testing.T) {
 		frame    []byte
 		code     int
 	}{
-		{name: "unmasked", loopOnly: true, frame: wsclient.ClientFrame(wsclient.OpText, true, []byte(`{"v":1,"kind":"ping"}`), true), code: 1002},
+		{name: "unmasked", loopOnly: true, frame: wsclient.ClientFrame(ws.OpText, true, []byte(`{"v":1,"kind":"ping"}`), true), code: 1002},
 		{name: "larger than the read limit", loopOnly: true, frame: huge, code: 1009},
 		{name: "reserved bit", frame: rsv, code: 1002},
-		{name: "continuation of nothing", frame: wsclient.ClientFrame(wsclient.OpContinuation, true, []byte("x"), false), code: 1002},
-		{name: "fragmented ping", frame: wsclient.ClientFrame(wsclient.OpPing, false, nil, false), code: 1002},
-		{name: "invalid UTF-8", loopOnly: true, frame: wsclient.ClientFrame(wsclient.OpText, true, []byte{'"', 0xff, 0xfe, '"'}, false), code: 1007},
+		{name: "continuation of nothing", frame: wsclient.ClientFrame(ws.OpContinuation, true, []byte("x"), false), code: 1002},
+		{name: "fragmented ping", frame: wsclient.ClientFrame(ws.OpPing, false, nil, false), code: 1002},
+		{name: "invalid UTF-8", loopOnly: true, frame: wsclient.ClientFrame(ws.OpText, true, []byte{'"', 0xff, 0xfe, '"'}, false), code: 1007},
 	}
 	p := newPod(t, podConfig{gw: gateway.Config{MaxBody: maxBody}})
 	// The goroutine path's library answers these otherwise (see its cases): they
@@ -190,7 +191,7 @@ func TestWSUnansweredPingsClose(t *testing.T) {
 	}
 	pings := 0
 	for _, f := range before {
-		if f.Op == wsclient.OpPing {
+		if f.Op == ws.OpPing {
 			pings++
 		}
 	}

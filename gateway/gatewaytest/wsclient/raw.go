@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/gobwas/ws"
 )
 
 // Raw is a WebSocket connection whose frames the caller makes byte by byte: split
@@ -24,16 +26,6 @@ type Raw struct {
 	nc net.Conn
 	br *bufio.Reader
 }
-
-// Opcodes of the frames Raw writes and reads (RFC 6455, section 5.2).
-const (
-	OpContinuation byte = 0x0
-	OpText         byte = 0x1
-	OpBinary       byte = 0x2
-	OpClose        byte = 0x8
-	OpPing         byte = 0x9
-	OpPong         byte = 0xa
-)
 
 // DialRaw upgrades GET /ws at url (see URL; ws:// only) over a plain TCP
 // connection, sending header with the handshake.
@@ -82,8 +74,8 @@ func DialRaw(ctx context.Context, wsURL string, header http.Header) (*Raw, error
 
 // ClientFrame returns a client frame: its header, masked (as every client frame must
 // be) unless unmasked, and its payload.
-func ClientFrame(op byte, fin bool, payload []byte, unmasked bool) []byte {
-	b0 := op
+func ClientFrame(op ws.OpCode, fin bool, payload []byte, unmasked bool) []byte {
+	b0 := byte(op)
 	if fin {
 		b0 |= 0x80
 	}
@@ -113,7 +105,7 @@ func ClientFrame(op byte, fin bool, payload []byte, unmasked bool) []byte {
 }
 
 // Text returns a whole masked text frame of payload.
-func Text(payload string) []byte { return ClientFrame(OpText, true, []byte(payload), false) }
+func Text(payload string) []byte { return ClientFrame(ws.OpText, true, []byte(payload), false) }
 
 // Write writes b as it is, in one write.
 func (r *Raw) Write(b []byte) error {
@@ -123,7 +115,7 @@ func (r *Raw) Write(b []byte) error {
 
 // RawFrame is a server frame as Raw reads it.
 type RawFrame struct {
-	Op      byte
+	Op      ws.OpCode
 	Payload []byte
 }
 
@@ -134,7 +126,7 @@ func (r *Raw) Read(d time.Duration) (RawFrame, error) {
 	return RawFrame{Op: op, Payload: p}, err
 }
 
-func (r *Raw) read(d time.Duration) (op byte, payload []byte, err error) {
+func (r *Raw) read(d time.Duration) (op ws.OpCode, payload []byte, err error) {
 	_ = r.nc.SetReadDeadline(time.Now().Add(d))
 	var h [2]byte
 	if _, err := io.ReadFull(r.br, h[:]); err != nil {
@@ -165,7 +157,7 @@ func (r *Raw) read(d time.Duration) (op byte, payload []byte, err error) {
 	if _, err := io.ReadFull(r.br, payload); err != nil {
 		return 0, nil, err
 	}
-	return h[0] & 0x0f, payload, nil
+	return ws.OpCode(h[0] & 0x0f), payload, nil
 }
 
 // CloseCode reads frames, within d for each, until the server's close, and returns
@@ -176,7 +168,7 @@ func (r *Raw) CloseCode(d time.Duration) (code int, before []RawFrame, err error
 		if err != nil {
 			return -1, before, err
 		}
-		if f.Op != OpClose {
+		if f.Op != ws.OpClose {
 			before = append(before, f)
 			continue
 		}
