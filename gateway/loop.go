@@ -67,8 +67,8 @@ func loopPeriod(cfg Config) time.Duration {
 // then trimQuiet without one), the pod gives back to the system the memory the
 // burst went through: each connection's request, buffers and goroutine were
 // garbage once the loop took it, and the runtime would otherwise keep that memory
-// as headroom for a heap the idle connections never grow back to. It costs one
-// garbage collection per burst.
+// as headroom for a heap the idle connections never grow back to. It costs two
+// garbage collections per burst.
 const (
 	trimAfter = 1000
 	trimQuiet = 2 * time.Second
@@ -88,6 +88,11 @@ func (l *loop) trim(now time.Time) {
 	l.taken.Store(0)
 	go func() {
 		defer l.trimming.Store(false)
+		// The burst's buffers went back to their pools (sync.Pool), which keep
+		// them through one collection: the first collection leaves them as the
+		// pools' victims, the second (FreeOSMemory's) frees them and gives the
+		// memory back.
+		runtime.GC()
 		debug.FreeOSMemory()
 	}()
 }
@@ -210,6 +215,7 @@ func (c *conn) toLoop() bool {
 	for i := range c.rooms {
 		c.rooms[i].m.SetWaker(c)
 	}
+	c.bell = nil // the members wake the worker now
 	if err := c.p.add(c); err != nil {
 		c.s.cfg.Logger.Error("idle loop: cannot take a connection", "err", err)
 		c.ended = true

@@ -22,9 +22,13 @@ func (g *Registry) JoinBell(ctx context.Context, name string, bell chan struct{}
 type Waker interface{ Wake() }
 
 // SetWaker has the member wake w whenever an item reaches its queue and when it is
-// closed, in place of its bell. Items queued before SetWaker returns may come
-// without a wake: the reader looks at the queue once after setting it.
-func (m *Member) SetWaker(w Waker) { m.waker.Store(w) }
+// closed, in place of its bell, which it lets go of. Items queued before SetWaker
+// returns may come without a wake: the reader looks at the queue once after setting
+// it.
+func (m *Member) SetWaker(w Waker) {
+	m.waker.Store(w)
+	m.bell.Store(nil)
+}
 
 // ring wakes the member's reader: its waker, else its bell, if it has one.
 func (m *Member) ring() {
