@@ -51,10 +51,13 @@ const wsEnvelopeSlack = 16 << 10
 
 // wsConn is one WebSocket connection.
 type wsConn struct {
-	s       *Server
-	c       *websocket.Conn
-	cork    *corkConn     // c's connection
-	r       *http.Request // the upgrade request, whose credential publishes
+	s    *Server
+	c    *websocket.Conn
+	cork *corkConn     // c's connection
+	r    *http.Request // the upgrade request, whose credential publishes; nil on the loop
+	// On the loop, what publishes read of the upgrade request (publishRequest).
+	authz   []string
+	remote  string
 	who     auth.Principal
 	session string
 	since   time.Time
@@ -64,7 +67,7 @@ type wsConn struct {
 	client, boot string // from the hello; set before the connection is registered
 	// claimant is who the connection claims its client as (wsClaimant), identity its
 	// Identity; closeAttrs what the close's log line adds (logClose), the writer's.
-	claimant   auth.Principal
+	claimant   *auth.Principal // nil: who
 	identity   string
 	closeAttrs []any
 
@@ -72,7 +75,6 @@ type wsConn struct {
 	welcomed chan struct{} // closed once the welcome is out: the reader goes on
 	readDone chan struct{}
 	out      chan []byte
-	bell     chan struct{}
 
 	kicked     chan struct{}
 	kickOnce   sync.Once
@@ -91,14 +93,14 @@ type wsConn struct {
 	code websocket.StatusCode
 	why  string
 
-	mu    sync.Mutex
-	state map[string]*wsRoomState
-	st    []*wsRoomState // conn.rooms[i]'s at i, the writer's
+	mu sync.Mutex
+	st []wsRoomState // conn.rooms[i]'s at i
 }
 
 // wsRoomState is what a connection delivered and had acknowledged in one room,
 // guarded by wsConn.mu.
 type wsRoomState struct {
+	room string
 	sent replay.Position
 	// before is where the connection stood in the epoch it left at its last
 	// resync: an ack of it may still arrive.
@@ -106,6 +108,18 @@ type wsRoomState struct {
 	ack     replay.Position
 	acked   bool
 	unacked int64
+}
+
+// roomState is the connection's state in room, nil when it is not in it. A
+// connection has few rooms (--max-rooms-per-stream): a scan costs less than a map
+// every idle connection would hold. wc.mu must be held.
+func (wc *wsConn) roomState(room string) *wsRoomState {
+	for i := range wc.st {
+		if wc.st[i].room == room {
+			return &wc.st[i]
+		}
+	}
+	return nil
 }
 
 // advance records that the connection sent up to pos.
@@ -219,7 +233,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 
-	wc := s.newWSConn(r, who)
+	wc := s.newWSConn(r, who, false)
 	defer wc.cancel()
 	wc.helloCh, wc.welcomed, wc.readDone = make(chan wsFrame, 1), make(chan struct{}), make(chan struct{})
 	wc.out = make(chan []byte, wsOutQueue)
@@ -245,15 +259,22 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	wc.finish(code, reason)
 }
 
-// newWSConn starts the state of a connection upgraded for who.
-func (s *Server) newWSConn(r *http.Request, who auth.Principal) *wsConn {
+// newWSConn starts the state of a connection upgraded for who, on the idle loop's
+// path or the library's.
+func (s *Server) newWSConn(r *http.Request, who auth.Principal, onLoop bool) *wsConn {
 	// The connection outlives its request: its context keeps nothing of the
-	// request's (no value of it is read), which an idle connection would hold.
-	ctx, cancel := context.WithCancel(context.Background())
+	// request's (no value of it is read), which an idle connection would hold. On
+	// the loop nothing waits on it (no reader or pinger goroutine to stop): the
+	// calls it makes to the log and the registry end by their own timeouts, and an
+	// idle connection holds no context, done channel or map of children.
+	ctx, cancel := context.Background(), func() {}
+	if !onLoop {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	wc := &wsConn{s: s, r: r, who: who, session: newSession(), since: time.Now(), ctx: ctx, cancel: cancel,
-		claimant: s.wsClaimant(r, who), bell: make(chan struct{}, 1), kicked: make(chan struct{}),
-		state: map[string]*wsRoomState{}}
-	wc.identity = wc.claimant.Identity()
+		kicked: make(chan struct{})}
+	wc.claimant = s.wsClaimant(r, &wc.who)
+	wc.identity = wc.claimantOrWho().Identity()
 	wc.lastSeen.Store(time.Now().UnixNano())
 	return wc
 }
@@ -482,14 +503,14 @@ var wsFraming = &rooms.Framing{Slot: 1, Encode: wsEventFrame}
 // starting position; the reader goes on once it is out.
 func (wc *wsConn) open(c *conn, _ []bool) error {
 	welcome := wsWelcomeFrame{V: wsVersion, Kind: wsWelcome, Session: wc.session, Rooms: make(map[string]string, len(c.rooms))}
-	wc.st = make([]*wsRoomState, len(c.rooms))
-	wc.mu.Lock()
+	st := make([]wsRoomState, len(c.rooms))
 	for i := range c.rooms {
 		r := &c.rooms[i]
 		welcome.Rooms[r.name] = r.sent.String()
-		wc.st[i] = &wsRoomState{sent: r.sent}
-		wc.state[r.name] = wc.st[i]
+		st[i] = wsRoomState{room: r.name, sent: r.sent}
 	}
+	wc.mu.Lock()
+	wc.st = st
 	wc.mu.Unlock()
 	if err := wc.writeFrame(wsJSON(welcome)); err != nil {
 		return err
@@ -513,7 +534,7 @@ func (wc *wsConn) appendResync(dst []byte, c *conn, i int, head replay.Position,
 func (wc *wsConn) record(c *conn) {
 	wc.mu.Lock()
 	for i := range c.rooms {
-		r, st := &c.rooms[i], wc.st[i]
+		r, st := &c.rooms[i], &wc.st[i]
 		st.advance(r.sent)
 		st.unacked += int64(r.batched)
 		r.batched = 0

@@ -189,12 +189,13 @@ func (wc *wsConn) describe() clientBody {
 		LastFrameAt: time.Unix(0, wc.lastSeen.Load()).UTC().Format(time.RFC3339Nano)}
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
-	for name, st := range wc.state {
+	for i := range wc.st {
+		st := &wc.st[i]
 		rb := clientRoomBody{Delivered: st.sent.String(), Unacknowledged: st.unacked}
 		if st.acked {
 			rb.LastAck = st.ack.String()
 		}
-		b.Rooms[name] = rb
+		b.Rooms[st.room] = rb
 		b.Unacknowledged += st.unacked
 	}
 	return b

@@ -27,15 +27,23 @@ const wsBootSkew = time.Minute
 
 // wsClaimant is who a connection claims client ids as: its credential, or, for a
 // connection without one that carries a static publish key (a publisher's agent on
-// a gateway without JWT keys), that key.
-func (s *Server) wsClaimant(r *http.Request, who auth.Principal) auth.Principal {
+// a gateway without JWT keys), that key; nil when it is who.
+func (s *Server) wsClaimant(r *http.Request, who *auth.Principal) *auth.Principal {
 	if who.Source != auth.SourceAnonymous || r.Header.Get("Authorization") == "" {
-		return who
+		return nil
 	}
 	if p, err := s.auth.Publisher(r); err == nil && p.Source == auth.SourceStatic {
-		return p
+		return &p
 	}
-	return who
+	return nil
+}
+
+// claimantOrWho is who the connection claims its client as (wsClaimant).
+func (wc *wsConn) claimantOrWho() *auth.Principal {
+	if wc.claimant != nil {
+		return wc.claimant
+	}
+	return &wc.who
 }
 
 // checkClient applies the credential's client ids to the hello's client: 4401 when
@@ -43,9 +51,9 @@ func (s *Server) wsClaimant(r *http.Request, who auth.Principal) auth.Principal 
 // names one it does not allow.
 func (wc *wsConn) checkClient() (websocket.StatusCode, string) {
 	switch {
-	case wc.claimant.CanClaim(wc.client):
+	case wc.claimantOrWho().CanClaim(wc.client):
 		return 0, ""
-	case wc.claimant.Identity() == auth.AnonymousIdentity:
+	case wc.claimantOrWho().Identity() == auth.AnonymousIdentity:
 		wc.s.refuse("subscribe", "credential")
 		return wsUnauthorized, "unauthorized: without a credential a client id must match " + string(auth.AnonymousClients)
 	default:

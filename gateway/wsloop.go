@@ -148,7 +148,7 @@ func (s *Server) wsOnLoop(w http.ResponseWriter, r *http.Request, who auth.Princ
 		release()
 		return
 	}
-	wc := s.newWSConn(r, who)
+	wc := s.newWSConn(r, who, true)
 	limit := int(s.cfg.MaxBody + wsEnvelopeSlack)
 	lp := &wsLoopSide{nc: &wsLingerConn{Conn: nc, limit: limit}}
 	lp.parser.limit = limit
@@ -249,7 +249,8 @@ func (wc *wsConn) runOnLoop(br *bufio.Reader, ends *[]func()) *conn {
 		// What the connection keeps of its upgrade request is what its
 		// publishes are checked with (the bearer credential, the peer's
 		// address), not the request with its headers and context.
-		wc.r = credentialRequest(wc.r)
+		wc.authz, wc.remote = wc.r.Header.Values("Authorization"), wc.r.RemoteAddr
+		wc.r = nil
 		nc := lp.nc
 		lp.nc = nil // the loop adopts the socket and closes nc
 		return nc, nil
@@ -258,14 +259,19 @@ func (wc *wsConn) runOnLoop(br *bufio.Reader, ends *[]func()) *conn {
 	return c
 }
 
-// credentialRequest is what a WebSocket connection's publishes read of its upgrade
-// request (Server.publisher): the Authorization header and the peer's address.
-func credentialRequest(r *http.Request) *http.Request {
-	slim := &http.Request{Header: http.Header{}, RemoteAddr: r.RemoteAddr}
-	if v := r.Header.Values("Authorization"); len(v) > 0 {
-		slim.Header["Authorization"] = append([]string(nil), v...)
+// publishRequest is what a WebSocket connection's publishes read of its upgrade
+// request (Server.publisher): the request itself on the library's path; on the
+// loop, which keeps no request, one made of its Authorization header and the peer's
+// address.
+func (wc *wsConn) publishRequest() *http.Request {
+	if wc.r != nil {
+		return wc.r
 	}
-	return slim
+	r := &http.Request{RemoteAddr: wc.remote}
+	if len(wc.authz) > 0 {
+		r.Header = http.Header{"Authorization": wc.authz}
+	}
+	return r
 }
 
 // readHello reads frames with blocking reads until the hello, within the hello

@@ -100,7 +100,7 @@ func (wc *wsConn) ack(f wsFrame) *apiError {
 	}
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
-	st := wc.state[f.Room]
+	st := wc.roomState(f.Room)
 	if st == nil {
 		return errBadAck
 	}
@@ -145,7 +145,7 @@ func (wc *wsConn) parsePublish(f wsFrame) (replay.Message, *apiError) {
 	if !replay.ValidRoom(f.Room) {
 		return replay.Message{}, errBadRoom
 	}
-	p, aerr := s.publisher(wc.r)
+	p, aerr := s.publisher(wc.publishRequest())
 	if aerr != nil {
 		return replay.Message{}, aerr
 	}
