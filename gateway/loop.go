@@ -371,7 +371,7 @@ func (c *conn) releasePend() {
 // take is copied.
 func (c *conn) send(parts ...[]byte) error {
 	if len(c.pend) == 0 && !c.detached.Load() {
-		n, err := writevNB(c.fd, parts)
+		n, err := c.p.writev(c.fd, parts)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +60,7 @@ type poller struct {
 	swept time.Time // when a slice of the connections was last swept (timers)
 	sweep int       // where the next slice starts in conns
 	rbuf  []byte    // reads from the sockets (readBuf)
+	iov   []unix.Iovec
 }
 
 // sockNews is what epoll said of a connection's socket: the descriptor and the
@@ -304,10 +306,29 @@ func writeNB(fd int, b []byte) (int, error) {
 	return nonBlocking(func() (int, error) { return unix.Write(fd, b) })
 }
 
-// writevNB writes what it can of parts to fd without blocking (writev), as
-// writeNB.
-func writevNB(fd int, parts [][]byte) (int, error) {
-	return nonBlocking(func() (int, error) { return unix.Writev(fd, parts) })
+// writev writes what it can of parts to fd without blocking (writev), as writeNB,
+// on the worker: its vector is the worker's, so that a write allocates none.
+func (p *poller) writev(fd int, parts [][]byte) (int, error) {
+	v := p.iov[:0]
+	for _, b := range parts {
+		if len(b) > 0 {
+			e := unix.Iovec{Base: &b[0]}
+			e.SetLen(len(b))
+			v = append(v, e)
+		}
+	}
+	p.iov = v
+	if len(v) == 0 {
+		return 0, nil
+	}
+	defer clear(v) // it keeps no buffer alive
+	return nonBlocking(func() (int, error) {
+		n, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+		if errno != 0 {
+			return 0, errno
+		}
+		return int(n), nil
+	})
 }
 
 // nonBlocking makes a call on a non-blocking descriptor, again when a signal

@@ -24,14 +24,14 @@ var errNoLoop = errors.New("idle loop: not on this platform")
 
 type poller struct{ l *loop }
 
-func newPoller(l *loop) *poller           { return &poller{l: l} }
-func (p *poller) add(*conn) error         { return errNoLoop }
-func (p *poller) wake(*conn)              {}
-func (p *poller) remove(*conn)            {}
-func (p *poller) readBuf() []byte         { return nil }
-func writeNB(int, []byte) (int, error)    { return 0, errNoLoop }
-func writevNB(int, [][]byte) (int, error) { return 0, errNoLoop }
-func readNB(int, []byte) (int, error)     { return 0, errNoLoop }
+func newPoller(l *loop) *poller                     { return &poller{l: l} }
+func (p *poller) add(*conn) error                   { return errNoLoop }
+func (p *poller) wake(*conn)                        {}
+func (p *poller) remove(*conn)                      {}
+func (p *poller) readBuf() []byte                   { return nil }
+func writeNB(int, []byte) (int, error)              { return 0, errNoLoop }
+func (p *poller) writev(int, [][]byte) (int, error) { return 0, errNoLoop }
+func readNB(int, []byte) (int, error)               { return 0, errNoLoop }
 
 func adopt(net.Conn) (int, error)                    { return -1, errNoLoop }
 func writeBlocking(int, []byte, time.Duration) error { return errNoLoop }
