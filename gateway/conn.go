@@ -523,8 +523,9 @@ func stepItem(it *rooms.Item, sent replay.Position) itemStep {
 		return itemStep{}
 	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
 		return itemStep{resync: true, resyncAt: replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}, event: true}
-	case sent.Epoch != "" && it.Pos.Seq > sent.Seq+1:
-		// The room's queue policy dropped the events between (rooms.Policy).
+	case it.Pos.Seq > sent.Seq+1 && (sent.Epoch != "" || sent.Seq == 0):
+		// The room's queue policy dropped the events between (rooms.Policy); from a
+		// room's start (no epoch, seq 0), the first event is seq 1.
 		return itemStep{resync: true, resyncAt: replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}, event: true, dropped: true}
 	}
 	return itemStep{event: true}
