@@ -60,7 +60,7 @@ func (g *Registry) shed(m *Member) int64 {
 		return 0
 	}
 	before := m.queuedLocked()
-	g.policyDrops[m.policy].Add(uint64(m.shedLocked(nil)))
+	g.policyDrops[m.room.policy].Add(uint64(m.shedLocked(nil)))
 	return before - m.queuedLocked()
 }
 

@@ -86,8 +86,7 @@ type Member struct {
 	length   int                        // Config.Queue: the queue's full length
 	bytes    atomic.Int64               // bytes of the large items waiting (see Charge)
 	maxBytes int64
-	small    int    // items up to this size are not charged (QueueBytes / Queue)
-	policy   Policy // the room's, resolved when it opened
+	small    int // items up to this size are not charged (QueueBytes / Queue)
 
 	start replay.Position // the room's delivered position when the member was added
 
@@ -120,7 +119,7 @@ const firstQueue = 8
 func newMember(r *room, cfg *Config, open *atomic.Int64) *Member {
 	return &Member{room: r, first: make(chan *Item, min(firstQueue, cfg.Queue)), length: cfg.Queue,
 		maxBytes: cfg.QueueBytes, small: int(cfg.QueueBytes / int64(cfg.Queue)),
-		policy: r.policy, open: open}
+		open: open}
 }
 
 // Queue is where the reader takes the member's items, in order. After taking items

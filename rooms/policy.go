@@ -6,7 +6,7 @@ import (
 )
 
 // Policy is what a member's full queue does with a new item. It is resolved once per
-// room, when the room opens (Config.Policy), and each member keeps its room's: the
+// room, when the room opens (Config.Policy), and its members read the room's: the
 // fan-out never looks it up per event.
 type Policy uint8
 
@@ -50,13 +50,14 @@ func ParsePolicy(s string) (Policy, error) {
 	return 0, fmt.Errorf("rooms: queue policy %.64q: want close, latest or drop-oldest", s)
 }
 
-// Policy is the queue policy of the member's room.
-func (m *Member) Policy() Policy { return m.policy }
+// Policy is the queue policy of the member's room: the room's, set once when it
+// opened (a member keeps no copy, so the fan-out's members stay as small).
+func (m *Member) Policy() Policy { return m.room.policy }
 
 // sheds reports whether m's full queue makes room by its policy rather than
 // closing: a policy other than PolicyClose, and a queue of two items at least (a
 // kept fork notice and the new item).
-func (m *Member) sheds() bool { return m.policy != PolicyClose && m.length > 1 }
+func (m *Member) sheds() bool { return m.room.policy != PolicyClose && m.length > 1 }
 
 // shedLocked makes room in m's queue by its policy and queues it (nil: only makes
 // room, for the pod's budget); the queue holds at least two items (see sheds). It takes every item waiting out
@@ -69,7 +70,7 @@ func (m *Member) sheds() bool { return m.policy != PolicyClose && m.length > 1 }
 func (m *Member) shedLocked(it *Item) (dropped int) {
 	items := m.takeAllLocked()
 	keep := len(items) / 2 // drop-oldest
-	if m.policy == PolicyLatest {
+	if m.room.policy == PolicyLatest {
 		keep = 0
 		if it == nil {
 			keep = min(len(items), 1)

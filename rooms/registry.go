@@ -639,7 +639,7 @@ func (g *Registry) fanoutLocked(r *room, it *Item) {
 			continue
 		}
 		if m.sheds() {
-			g.policyDrops[m.policy].Add(uint64(m.shedLocked(it)))
+			g.policyDrops[r.policy].Add(uint64(m.shedLocked(it)))
 			continue
 		}
 		if m.Close(ReasonSlowConsumer) {
