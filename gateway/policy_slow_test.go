@@ -24,20 +24,11 @@ type policyFrame struct {
 	seq    uint64
 }
 
-// sseFrame reads an SSE stream's next event or resync (single-room or multiplexed:
-// the data names the room either way).
+// sseFrame reads an SSE stream's next event or resync.
 func sseFrame(s *stream) policyFrame {
 	s.t.Helper()
-	f := s.next()
-	var d struct {
-		Room  string `json:"room"`
-		Epoch string `json:"epoch"`
-		Seq   uint64 `json:"seq"`
-	}
-	if err := json.Unmarshal([]byte(f.data), &d); err != nil {
-		s.t.Fatalf("frame %+v: %v", f, err)
-	}
-	return policyFrame{room: d.Room, resync: f.event == "resync", epoch: d.Epoch, seq: d.Seq}
+	ev := s.envelope(s.next())
+	return policyFrame{room: ev.room, resync: ev.event == "resync", epoch: ev.pos.Epoch, seq: ev.pos.Seq}
 }
 
 // testPolicies keep only the latest event of rooms ticker.* and drop the oldest of

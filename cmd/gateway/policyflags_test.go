@@ -27,12 +27,15 @@ func TestRoomPolicyFlag(t *testing.T) {
 		t.Errorf("policies %q, want %q", got, want)
 	}
 
-	env := func(k string) string {
-		if k == "ROOMCAST_ROOM_POLICY" {
-			return "ticker.*=latest,feed.*=drop-oldest"
+	policyEnv := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "ROOMCAST_ROOM_POLICY" {
+				return v
+			}
+			return ""
 		}
-		return ""
 	}
+	env := policyEnv("ticker.*=latest,feed.*=drop-oldest")
 	if c, err := parseConfig(nil, env, io.Discard); err != nil || c.RoomPolicies.For("feed.x") != rooms.PolicyDropOldest {
 		t.Errorf("ROOMCAST_ROOM_POLICY: %q, %v", c.RoomPolicies, err)
 	}
@@ -54,12 +57,7 @@ func TestRoomPolicyFlag(t *testing.T) {
 			t.Errorf("--room-policy %q: error %v, want one containing %q", tc.value, err, tc.want)
 		}
 	}
-	_, err = parseConfig(nil, func(k string) string {
-		if k == "ROOMCAST_ROOM_POLICY" {
-			return "x=y"
-		}
-		return ""
-	}, io.Discard)
+	_, err = parseConfig(nil, policyEnv("x=y"), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--room-policy (ROOMCAST_ROOM_POLICY)") {
 		t.Errorf("a bad ROOMCAST_ROOM_POLICY: error %v, want it named", err)
 	}
