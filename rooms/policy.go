@@ -60,8 +60,10 @@ func (m *Member) Policy() Policy { return m.room.policy }
 func (m *Member) sheds() bool { return m.room.policy != PolicyClose && m.length > 1 }
 
 // shedLocked makes room in m's queue by its policy and queues it (nil: only makes
-// room, for the pod's budget); the queue holds at least two items (see sheds). It takes every item waiting out
-// of the queue, drops the oldest ones and queues the rest again in their order, so
+// room, for the pod's budget); the queue holds at least two items (see sheds). It
+// takes every item waiting out of the queue, drops the oldest ones (PolicyLatest:
+// all of them, or all but the newest for the budget; PolicyDropOldest: the oldest
+// half, or more when the bytes need it) and queues the rest again in their order, so
 // its cost, spread over the items that fill the queue again, is a few operations
 // each. The reader sees no notice for what was dropped: it finds the next event's
 // seq past the one it sent and sends a resync before it (see gateway's stepItem);
@@ -76,18 +78,15 @@ func (m *Member) shedLocked(it *Item) (dropped int) {
 			keep = min(len(items), 1)
 		}
 	}
-	var fork *Item
-	for _, x := range items[:len(items)-keep] {
-		if x.Fork {
-			fork = x
-		}
-	}
 	room := m.length // places left for the items kept
 	if it != nil {
 		room--
 	}
-	if fork != nil {
-		room--
+	for _, x := range items {
+		if x.Fork {
+			room-- // kept in front if it is dropped
+			break
+		}
 	}
 	keep = max(min(keep, room), 0)
 	charge := 0
@@ -103,7 +102,11 @@ func (m *Member) shedLocked(it *Item) (dropped int) {
 		keep--
 	}
 	old := items[:len(items)-keep]
+	var fork *Item // the last fork notice dropped
 	for _, x := range old {
+		if x.Fork {
+			fork = x
+		}
 		if !x.Resync {
 			dropped++
 		}

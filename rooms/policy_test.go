@@ -134,8 +134,16 @@ func TestPolicyQueueBytes(t *testing.T) {
 // TestPolicyKeepsFork: a fork notice among the items dropped is kept, before the
 // items that stay: only it takes a reader back behind what it was given.
 func TestPolicyKeepsFork(t *testing.T) {
-	for _, p := range Policies {
-		t.Run(p.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Policy
+		at   int // where the fork notice waits among the four items
+	}{
+		{"latest/second", PolicyLatest, 1}, {"latest/third", PolicyLatest, 2},
+		{"drop-oldest/second", PolicyDropOldest, 1}, {"drop-oldest/third", PolicyDropOldest, 2},
+	} {
+		p := tc.p
+		t.Run(tc.name, func(t *testing.T) {
 			r := &room{name: "r", members: map[*Member]struct{}{}, policy: p}
 			m := newMember(r, &Config{Queue: 4, QueueBytes: 1 << 20}, new(atomic.Int64))
 			m.open.Add(1)
@@ -145,7 +153,9 @@ func TestPolicyKeepsFork(t *testing.T) {
 			fork := &Item{Pos: replay.Position{Epoch: "e", Seq: 1}, Resync: true, Fork: true}
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			for _, it := range []*Item{ev(8), fork, ev(2), ev(3)} {
+			items := []*Item{ev(2), ev(3), ev(4)}
+			items = append(items[:tc.at], append([]*Item{fork}, items[tc.at:]...)...)
+			for _, it := range items {
 				if !m.offerLocked(it) {
 					t.Fatalf("queue full at %s", it.Pos)
 				}
@@ -153,7 +163,7 @@ func TestPolicyKeepsFork(t *testing.T) {
 			if m.offerLocked(ev(12)) {
 				t.Fatal("queue took a fifth item; want it full")
 			}
-			m.shedLocked(ev(4))
+			m.shedLocked(ev(5))
 			var got []*Item
 			for {
 				it, ok := poll(m)
@@ -162,8 +172,8 @@ func TestPolicyKeepsFork(t *testing.T) {
 				}
 				got = append(got, it)
 			}
-			if len(got) < 2 || got[0] != fork || got[len(got)-1].Pos.Seq != 4 {
-				t.Fatalf("queue after shedding: %d items, first %+v; want the fork notice first and seq 4 last", len(got), got[0])
+			if len(got) < 2 || got[0] != fork || got[len(got)-1].Pos.Seq != 5 {
+				t.Fatalf("queue after shedding: %d items, first %+v; want the fork notice first and seq 5 last", len(got), got[0])
 			}
 		})
 	}
