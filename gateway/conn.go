@@ -418,6 +418,9 @@ func (c *conn) add(i int, it *rooms.Item) {
 		c.addResync(i, it.Pos, true)
 		return
 	case st.resync:
+		if st.dropped {
+			c.s.m.policyResyncs[r.m.Policy()].Inc()
+		}
 		c.addResync(i, st.resyncAt, false)
 	case !st.event:
 		// A resync notice of the room.
@@ -513,11 +516,15 @@ type itemStep struct {
 	resyncAt replay.Position
 	// event: the item is an event (not a resync notice) that goes out.
 	event bool
+	// dropped: the resync before the event stands for events of the reader's epoch
+	// that its queue dropped.
+	dropped bool
 }
 
 // stepItem decides what a reader at sent does with it. A live event from an epoch
-// other than the one the reader is in is preceded by a resync, so two histories are
-// never mixed silently. A resync at or behind what the reader sent in its epoch is
+// other than the one the reader is in, or past the next seq of its epoch (its queue
+// dropped the events between), is preceded by a resync, so a history is never
+// mixed with another or cut silently. A resync at or behind what the reader sent in its epoch is
 // dropped (the reader read past it from the log), unless it reports a fork, which
 // always goes through.
 func stepItem(it *rooms.Item, sent replay.Position) itemStep {
@@ -530,6 +537,10 @@ func stepItem(it *rooms.Item, sent replay.Position) itemStep {
 		return itemStep{}
 	case sent.Epoch != "" && it.Pos.Epoch != sent.Epoch:
 		return itemStep{resync: true, resyncAt: replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}, event: true}
+	case it.Pos.Seq > sent.Seq+1 && (sent.Epoch != "" || sent.Seq == 0):
+		// The room's queue policy dropped the events between (rooms.Policy); from a
+		// room's start (no epoch, seq 0), the first event is seq 1.
+		return itemStep{resync: true, resyncAt: replay.Position{Epoch: it.Pos.Epoch, Seq: it.Pos.Seq - 1}, event: true, dropped: true}
 	}
 	return itemStep{event: true}
 }

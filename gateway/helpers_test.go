@@ -45,6 +45,7 @@ type podConfig struct {
 	history    int
 	queue      int
 	queueBytes int64
+	policy     func(room string) rooms.Policy // rooms.Config.Policy
 	drain      drain.Config
 }
 
@@ -74,7 +75,7 @@ func control(t testing.TB, log replay.Log) replay.Control {
 func newPodOn(t testing.TB, log replay.Log, pc podConfig) *pod {
 	t.Helper()
 	reg, err := rooms.New(log, log, rooms.Config{
-		Queue: pc.queue, QueueBytes: pc.queueBytes, Linger: 10 * time.Millisecond,
+		Queue: pc.queue, QueueBytes: pc.queueBytes, Linger: 10 * time.Millisecond, Policy: pc.policy,
 		Logger: gatewaytest.Logger(),
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ type metrics struct {
 	queueDepth       prometheus.Histogram
 	fanoutLag        prometheus.Histogram
 	publishToDeliver prometheus.Histogram
+	policyResyncs    [rooms.NumPolicies]prometheus.Counter // by rooms.Policy
 }
 
 func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
@@ -103,6 +104,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			func() float64 { return float64(s.drain.State()) }),
 	}
 	cs = append(cs, m.newCollectors(s)...)
+	cs = append(cs, m.policyCollectors(s)...)
 	cs = append(cs, logCollectors(s.log)...)
 	cs = append(cs, redisCollectors(s.log)...)
 	for _, c := range cs {

@@ -45,6 +45,18 @@ type muxEvent struct {
 func (s *stream) nextMux() muxEvent {
 	s.t.Helper()
 	f := s.next()
+	ev := s.envelope(f)
+	if !strings.HasPrefix(f.id, "m1.") {
+		s.t.Fatalf("frame %+v: the id is not a token", f)
+	}
+	ev.token = f.id
+	return ev
+}
+
+// envelope reads an event's or a resync's data (of a single-room or a multiplexed
+// stream: it names the room either way).
+func (s *stream) envelope(f frame) muxEvent {
+	s.t.Helper()
 	var d struct {
 		Room  string          `json:"room"`
 		Epoch string          `json:"epoch"`
@@ -54,10 +66,7 @@ func (s *stream) nextMux() muxEvent {
 	if err := json.Unmarshal([]byte(f.data), &d); err != nil {
 		s.t.Fatalf("frame %+v: %v", f, err)
 	}
-	if !strings.HasPrefix(f.id, "m1.") {
-		s.t.Fatalf("frame %+v: the id is not a token", f)
-	}
-	return muxEvent{event: f.event, room: d.Room, pos: replay.Position{Epoch: d.Epoch, Seq: d.Seq}, token: f.id, body: string(d.Body)}
+	return muxEvent{event: f.event, room: d.Room, pos: replay.Position{Epoch: d.Epoch, Seq: d.Seq}, body: string(d.Body)}
 }
 
 // anchor reads the stream's first frames up to its anchor and returns the token.

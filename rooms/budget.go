@@ -12,10 +12,12 @@ type queuedMember struct {
 
 // enforceBudget sums the bytes waiting in open members' queues and, while the sum is
 // over MaxQueuedBytes, closes the member with the most waiting as a slow consumer: it
-// is the furthest behind, and resumes by id. It reports how many it closed.
+// is the furthest behind, and resumes by id. A member whose room has a queue policy
+// that drops events is not closed: its queue sheds by that policy instead (the
+// newest item stays, or the newest half). It reports how many it closed.
 func (g *Registry) enforceBudget() int {
 	total := g.queuedTotal(nil)
-	closed := 0
+	closed, shed := 0, 0
 	if g.cfg.MaxQueuedBytes > 0 && total > g.cfg.MaxQueuedBytes {
 		// Over budget (rare): a second pass collects who holds what.
 		var ms []queuedMember
@@ -25,11 +27,20 @@ func (g *Registry) enforceBudget() int {
 			if total <= g.cfg.MaxQueuedBytes {
 				break
 			}
+			if q.m.sheds() {
+				total -= g.shed(q.m)
+				shed++
+				continue
+			}
 			if q.m.Close(ReasonSlowConsumer) {
 				g.budgetDrops.Add(1)
 				closed++
 			}
 			total -= q.bytes
+		}
+		if shed > 0 {
+			g.cfg.Logger.Warn("queued bytes over the pod's budget: dropped the oldest events of the queues furthest behind, by their rooms' policies",
+				"queues", shed, "max_queued_bytes", g.cfg.MaxQueuedBytes)
 		}
 		if closed > 0 {
 			g.cfg.Logger.Warn("queued bytes over the pod's budget: closed the streams furthest behind",
@@ -38,6 +49,19 @@ func (g *Registry) enforceBudget() int {
 	}
 	g.queuedBytes.Store(total)
 	return closed
+}
+
+// shed drops the oldest events of m's queue by its policy, and returns the bytes
+// that freed.
+func (g *Registry) shed(m *Member) int64 {
+	m.room.mu.Lock()
+	defer m.room.mu.Unlock()
+	if m.reason.Load() != 0 {
+		return 0
+	}
+	before := m.queuedLocked()
+	g.policyDrops[m.room.policy].Add(uint64(m.shedLocked(nil)))
+	return before - m.queuedLocked()
 }
 
 // queuedTotal sums the bytes queued to open members, calling each (when not nil) for

@@ -38,9 +38,14 @@
 // # Must not
 //
 // Block on any one member: a member whose queue is full is closed with
-// ReasonSlowConsumer and resumes by id. With Config.MaxQueuedBytes, a scan every
+// ReasonSlowConsumer and resumes by id, unless its room's queue policy
+// (Config.Policy, resolved once when the room opens; policy.go) drops older items
+// instead: PolicyLatest keeps the newest alone, PolicyDropOldest drops the oldest
+// half. Either takes the waiting items out under the room mutex and queues the kept
+// ones again in order, keeping a fork notice; the reader finds the next event's seq
+// past what it sent and says so with a resync. With Config.MaxQueuedBytes, a scan every
 // BudgetInterval also closes the members with the most bytes queued first, as slow
-// consumers, while the pod's total is over it: no shared counter on the fan-out path.
+// consumers (or sheds their queues by their policy), while the pod's total is over it: no shared counter on the fan-out path.
 // rooms knows nothing about HTTP or any wire: the caller supplies its framings.
 //
 // # Measurements

@@ -23,6 +23,9 @@ type Stats struct {
 	RecentMisses  uint64 // resume reads that went to the log, shared reads counted per reader
 	HistoryReads  uint64 // log reads made for resumes: window fills and shared reads, each once
 	RecentBytes   int64  // bytes the rooms' latest events take (see Config.MaxRecentBytes)
+	// PolicyDrops counts, by Policy, the events dropped from full queues by their
+	// rooms' policies (full by count or bytes, or chosen by the pod's budget).
+	PolicyDrops [NumPolicies]uint64
 }
 
 // Stats returns the registry's counters.
@@ -44,6 +47,9 @@ func (g *Registry) Stats() Stats {
 		RecentBytes:   g.recentBytes.Load(),
 	}
 	st.SlowDrops = st.QueueDrops + st.BudgetDrops
+	for p := range st.PolicyDrops {
+		st.PolicyDrops[p] = g.policyDrops[p].Load()
+	}
 	return st
 }
 

@@ -67,6 +67,10 @@ type Config struct {
 	// measure (default 64 MiB; negative: no events are kept, every resume reads the
 	// log). A room that keeps an event past it drops its own oldest.
 	MaxRecentBytes int64
+	// Policy names each room's queue policy: what a member's full queue does with a
+	// new item (nil: PolicyClose for every room). It is called once when a room
+	// opens, under a shard lock: it must be quick and must not call the registry.
+	Policy func(room string) Policy
 	// Logger receives the registry's own errors (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -92,7 +96,8 @@ type Registry struct {
 	open          atomic.Int64 // members not closed yet
 	rooms         atomic.Int64
 	subscriptions atomic.Int64
-	slowDrops     atomic.Uint64 // members closed because their own queue overflowed
+	slowDrops     atomic.Uint64              // members closed because their own queue overflowed
+	policyDrops   [NumPolicies]atomic.Uint64 // events dropped from full queues, by policy
 	budgetDrops   atomic.Uint64
 	queuedBytes   atomic.Int64  // at the last budget scan
 	repairs       atomic.Uint64 // repairs started by a doorbell (a gap, a new epoch, a zero ring)
@@ -140,6 +145,7 @@ type room struct {
 	dirty     bool            // a ring arrived while syncing
 	smallAvg  int64           // running mean size of the small items fanned out (see Member.queuedLocked)
 	recent    recent          // the latest events delivered, for resumes (recent.go)
+	policy    Policy          // the members' queue policy (Config.Policy)
 }
 
 // New returns a Registry over bus and log.
@@ -299,6 +305,9 @@ func (g *Registry) ref(name string) (*room, <-chan struct{}, error) {
 		return nil, wait, nil
 	}
 	r := &room{name: name, ready: make(chan struct{}), members: make(map[*Member]struct{}), refs: 1, syncing: true}
+	if g.cfg.Policy != nil {
+		r.policy = g.cfg.Policy(name)
+	}
 	s.rooms[name] = r
 	g.rooms.Add(1)
 	g.wg.Add(1)
@@ -610,7 +619,8 @@ func (g *Registry) readAfter(ctx context.Context, room string, from replay.Posit
 }
 
 // fanoutLocked offers it to every open member without blocking. A member that cannot
-// take it is closed as a slow consumer; its stream leaves and the client resumes by id.
+// take it is closed as a slow consumer (its stream leaves and the client resumes by
+// id), unless its room's policy makes room for it by dropping older items (shedLocked).
 func (g *Registry) fanoutLocked(r *room, it *Item) {
 	if n := int64(it.size()); n <= g.cfg.QueueBytes/int64(g.cfg.Queue) {
 		// A mean over about the last 16 small items, for the budget's estimate;
@@ -625,7 +635,14 @@ func (g *Registry) fanoutLocked(r *room, it *Item) {
 		if m.reason.Load() != 0 {
 			continue
 		}
-		if !m.offerLocked(it) && m.Close(ReasonSlowConsumer) {
+		if m.offerLocked(it) {
+			continue
+		}
+		if m.sheds() {
+			g.policyDrops[r.policy].Add(uint64(m.shedLocked(it)))
+			continue
+		}
+		if m.Close(ReasonSlowConsumer) {
 			g.slowDrops.Add(1)
 		}
 	}

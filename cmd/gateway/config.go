@@ -42,6 +42,8 @@ type config struct {
 	Queue              int
 	QueueBytes         byteSize
 	MaxQueuedBytes     byteSize
+	RoomPolicy         stringList           // as given
+	RoomPolicies       gateway.RoomPolicies // RoomPolicy, parsed
 	Linger             time.Duration
 	RecentBytes        byteSize
 
@@ -113,7 +115,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 10*time.Second, "deadline of each write to a stream")
 	fs.IntVar(&c.Queue, "queue", 256, "per-client queue, events")
 	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")
-	fs.Var(&c.MaxQueuedBytes, "max-queued-bytes", "bytes queued to all clients of the pod; past it the clients furthest behind are closed first (0: no limit)")
+	fs.Var(&c.MaxQueuedBytes, "max-queued-bytes", "bytes queued to all clients of the pod; past it the clients furthest behind are closed first, or their queues shed by their rooms' --room-policy (0: no limit)")
+	fs.Var(&c.RoomPolicy, "room-policy", "queue policy of the rooms a pattern covers, pattern=policy (ticker.*=latest, feed.*=drop-oldest, orders=close); repeatable or comma-separated; the longest pattern covering a room wins; close (the default): a client whose queue is full is closed and resumes by id; latest: its queue keeps only the newest event; drop-oldest: its queue drops the oldest half; both say what was skipped with a resync")
 	fs.DurationVar(&c.Linger, "linger", 2*time.Second, "how long an empty room keeps its subscription (0: none)")
 	fs.Var(&c.RecentBytes, "recent-bytes", "memory for the latest events of the pod's rooms (up to 1024 or --history per room, 1MiB each), which serve resumes without reading the log (0: none kept)")
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
@@ -192,10 +195,23 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := checkAccess(&c, fromEnv); err != nil {
 		return c, err
 	}
+	if err := checkRoomPolicies(&c, fromEnv); err != nil {
+		return c, err
+	}
 	if err := c.Auth.check(); err != nil {
 		return c, err
 	}
 	return c, checkToken(&c)
+}
+
+// checkRoomPolicies parses --room-policy into c.RoomPolicies.
+func checkRoomPolicies(c *config, fromEnv map[string]bool) error {
+	ps, err := gateway.ParseRoomPolicies(c.RoomPolicy)
+	if err != nil {
+		return fmt.Errorf("%s: %s", flagRef("room-policy", fromEnv), strings.TrimPrefix(err.Error(), "gateway: "))
+	}
+	c.RoomPolicies = ps
+	return nil
 }
 
 // EnvName is a flag's environment twin: ROOMCAST_ and the name in capitals with

@@ -119,6 +119,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		// further than the log keeps.
 		Recent:         min(1024, cfg.History),
 		MaxRecentBytes: recentFor(cfg.RecentBytes),
+		Policy:         cfg.RoomPolicies.For,
 		Logger:         logger,
 	})
 	if err != nil {

@@ -238,7 +238,7 @@ func (c config) effective() []any {
 		"history", c.History, "history_ttl", fmtDuration(c.HistoryTTL), "max_rooms", c.MaxRooms, "max_history_bytes", int64(c.MaxHistoryBytes),
 		"retry_min", fmtDuration(c.RetryMin), "retry_max", fmtDuration(c.RetryMax), "heartbeat", fmtDuration(c.Heartbeat),
 		"write_timeout", fmtDuration(c.WriteTimeout), "queue", c.Queue, "queue_bytes", int64(c.QueueBytes),
-		"max_queued_bytes", int64(c.MaxQueuedBytes), "linger", fmtDuration(c.Linger),
+		"max_queued_bytes", int64(c.MaxQueuedBytes), "room_policy", c.RoomPolicies.String(), "linger", fmtDuration(c.Linger),
 		"recent_bytes", int64(c.RecentBytes),
 		"accept_rate", c.AcceptRate, "accept_burst", c.AcceptBurst, "max_streams", c.MaxStreams,
 		"max_streams_per_ip", c.MaxStreamsPerIP, "client_ip_header", c.ClientIPHeader, "max_rooms_per_stream", c.MaxRoomsPerStream,

@@ -101,12 +101,14 @@ func startLine(t *testing.T, p *started) map[string]any {
 }
 
 func TestStartupLogPrintsValuesInEffect(t *testing.T) {
-	p := startForLine(t, "--publish-token", "tok-never-logged", "--linger", "0", "--queue", "64", "--heartbeat", "7s")
+	p := startForLine(t, "--publish-token", "tok-never-logged", "--linger", "0", "--queue", "64", "--heartbeat", "7s",
+		"--room-policy", "ticker.*=latest")
 	line := startLine(t, p)
 	want := map[string]any{
 		"heartbeat": "7s", "queue": float64(64), "linger": "0s", "history": float64(1000), "history_ttl": "24h",
 		"write_timeout": "10s", "max_queued_bytes": float64(1 << 30), "accept_rate": float64(1000),
 		"max_streams_per_ip": float64(100), "drain_timeout": "45s", "publish_token_set": true, "log": "memory",
+		"room_policy": "ticker.*=latest",
 	}
 	for k, v := range want {
 		if line[k] != v {

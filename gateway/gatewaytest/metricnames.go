@@ -38,6 +38,8 @@ var FleetMetrics = []string{
 	"roomcast_gaps_repaired_total",
 	"roomcast_room_resyncs_total",
 	"roomcast_forks_total",
+	"roomcast_queue_policy_drops_total",
+	"roomcast_queue_policy_resyncs_total",
 	"roomcast_publish_to_deliver_seconds",
 	"roomcast_fanout_lag_seconds",
 	"roomcast_doorbell_repairs_total",

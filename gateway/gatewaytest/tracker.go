@@ -36,6 +36,10 @@ type Tracker struct {
 	Late         uint64 // missing seqs that arrived later, out of order
 	Resyncs      uint64
 	EpochChanges uint64 // a new epoch without a resync frame announcing it
+	// Skipped counts the seqs resyncs jumped over forward within their epoch (from
+	// ExpectFirst's seq, for a resync before the first event): losses the server
+	// announced, which a queue policy that drops events makes. They are not gaps.
+	Skipped uint64
 }
 
 // Verdict is what Observe made of one event.
@@ -119,6 +123,14 @@ func (t *Tracker) Observe(epoch []byte, seq uint64) Verdict {
 // Resync records a resync frame: the stream continues from seq in epoch.
 func (t *Tracker) Resync(epoch []byte, seq uint64) {
 	t.Resyncs++
+	switch {
+	case t.started && bytes.Equal(epoch, t.epoch):
+		if from := max(t.last, t.high); seq > from {
+			t.Skipped += seq - from
+		}
+	case !t.started && t.first > 0 && seq >= t.first:
+		t.Skipped += seq - t.first + 1
+	}
 	if !t.started || !bytes.Equal(epoch, t.epoch) {
 		t.high = 0
 	}

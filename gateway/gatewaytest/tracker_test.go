@@ -146,3 +146,38 @@ func TestTrackerResyncIsHead(t *testing.T) {
 		t.Errorf("a seq past the resync's next: %v with %d gaps, want %v with 1", got, tr.Gaps(), Gap)
 	}
 }
+
+// TestTrackerSkipped: a resync forward within its epoch counts the seqs it jumps
+// over as skipped, not missing; one behind, at the same place or to another epoch
+// skips nothing.
+func TestTrackerSkipped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		first   uint64
+		steps   []step
+		skipped uint64
+	}{
+		{name: "forward", steps: []step{{"e", 1, false}, {"e", 2, false}, {"e", 9, true}, {"e", 10, false}}, skipped: 7},
+		{name: "twice", steps: []step{{"e", 1, false}, {"e", 4, true}, {"e", 5, false}, {"e", 8, true}, {"e", 9, false}}, skipped: 6},
+		{name: "before the first event", first: 1, steps: []step{{"e", 36, true}, {"e", 37, false}}, skipped: 36},
+		{name: "behind", steps: []step{{"e", 5, false}, {"e", 6, false}, {"e", 3, true}, {"e", 7, false}}},
+		{name: "at the head", steps: []step{{"e", 5, false}, {"e", 5, true}, {"e", 6, false}}},
+		{name: "another epoch", steps: []step{{"a", 5, false}, {"b", 9, true}, {"b", 10, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr Tracker
+			tr.ResyncIsHead()
+			tr.ExpectFirst(tc.first)
+			for _, s := range tc.steps {
+				if s.resync {
+					tr.Resync([]byte(s.epoch), s.seq)
+				} else {
+					tr.Observe([]byte(s.epoch), s.seq)
+				}
+			}
+			if tr.Skipped != tc.skipped || tr.Lossy() {
+				t.Fatalf("skipped %d (lossy %v, gaps %d, dups %d), want %d and nothing lossy", tr.Skipped, tr.Lossy(), tr.Gaps(), tr.Duplicates, tc.skipped)
+			}
+		})
+	}
+}
