@@ -36,6 +36,9 @@ type Tracker struct {
 	Late         uint64 // missing seqs that arrived later, out of order
 	Resyncs      uint64
 	EpochChanges uint64 // a new epoch without a resync frame announcing it
+	// Expired counts the seqs delivered as expired markers (ObserveExpired): the
+	// event's deadline passed before it was delivered. They are delivered, not lost.
+	Expired uint64
 }
 
 // Verdict is what Observe made of one event.
@@ -114,6 +117,17 @@ func (t *Tracker) Observe(epoch []byte, seq uint64) Verdict {
 		t.Duplicates++
 		return Duplicate
 	}
+}
+
+// ObserveExpired records an expired marker: the event at seq was delivered as its
+// marker because its deadline had passed. It moves the position on like an event
+// (it is no gap, and a repeat is a duplicate) and counts in Expired.
+func (t *Tracker) ObserveExpired(epoch []byte, seq uint64) Verdict {
+	v := t.Observe(epoch, seq)
+	if v != Duplicate {
+		t.Expired++
+	}
+	return v
 }
 
 // Resync records a resync frame: the stream continues from seq in epoch.
