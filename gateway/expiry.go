@@ -28,12 +28,13 @@ const wsExpired = ExpiredType
 const minTTL = time.Millisecond
 
 // parseTTL reads a time to live: a Go duration ("30s", "5m", "1h30m", "1.5s") or
-// whole seconds ("90"), at least 1ms and at most max (the history's lifetime: a
+// whole seconds ("90", plain digits), at least 1ms and at most max (the history's lifetime: a
 // longer one could not be kept anyway). The error is an invalid_ttl answer.
 func parseTTL(s string, max time.Duration) (time.Duration, *apiError) {
 	var d time.Duration
-	if n, ok := wholeSeconds(s); ok {
-		if n > int64(max/time.Second)+1 {
+	if n, ok := wire.ParseSeq(s); ok {
+		// Whole seconds: plain digits, as a seq is written.
+		if n > uint64(max/time.Second)+1 {
 			return 0, ttlTooLong(max)
 		}
 		d = time.Duration(n) * time.Second
@@ -50,20 +51,6 @@ func parseTTL(s string, max time.Duration) (time.Duration, *apiError) {
 		return 0, ttlTooLong(max)
 	}
 	return d, nil
-}
-
-// wholeSeconds reads 1 to 12 decimal digits.
-func wholeSeconds(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 12 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
 }
 
 var errBadTTL = newError(http.StatusBadRequest, "invalid_ttl",
@@ -139,11 +126,9 @@ func appendWSExpired(dst []byte, room string, pos replay.Position) []byte {
 	dst = append(dst, pos.Epoch...)
 	dst = append(dst, ':')
 	dst = strconv.AppendUint(dst, pos.Seq, 10)
-	dst = append(dst, `","room":"`...)
-	dst = append(dst, room...)
-	dst = append(dst, `","epoch":"`...)
-	dst = append(dst, pos.Epoch...)
-	dst = append(dst, `","seq":`...)
-	dst = strconv.AppendUint(dst, pos.Seq, 10)
-	return append(dst, '}')
+	dst = append(dst, '"', ',')
+	// The position's fields follow, without their opening brace.
+	n := len(dst)
+	dst = appendPositionJSON(dst, room, pos)
+	return append(dst[:n], dst[n+1:]...)
 }

@@ -79,6 +79,21 @@ func TestDecodeDoorbell(t *testing.T) {
 	}
 }
 
+// TestDoorbellPayloadRoundTrip: what a hot room's publisher sends on the
+// sub-channels reads back as the event, deadline included.
+func TestDoorbellPayloadRoundTrip(t *testing.T) {
+	for _, ev := range []Event{
+		{Room: "r", Epoch: "e", Seq: 3, TS: 5, Type: "cmd", Body: []byte(`"reboot"`), Expires: 65},
+		{Room: "r", Epoch: "e", Seq: 4, TS: 6, Body: []byte(`1`)},
+		{Room: "r", Epoch: "e", Seq: 5, TS: 7, Body: []byte(`1`), Expires: 8},
+	} {
+		got, ok := decodeDoorbell("r", doorbellPayload(ev))
+		if !ok || fmt.Sprint(got) != fmt.Sprint(ev) {
+			t.Errorf("doorbell of %+v reads back as %+v, %v", ev, got, ok)
+		}
+	}
+}
+
 func FuzzDecodeDoorbell(f *testing.F) {
 	f.Add("ep1 7 1700000000123 chat\n{\"a\":1}")
 	f.Add("e 1 1 \n1")
