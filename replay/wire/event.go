@@ -27,7 +27,7 @@ type Event struct {
 
 // ExpiredAt reports whether the event's deadline has passed at now (Unix
 // milliseconds).
-func (e *Event) ExpiredAt(now int64) bool { return e.Expires != 0 && e.Expires <= now }
+func (e Event) ExpiredAt(now int64) bool { return e.Expires != 0 && e.Expires <= now }
 
 // MaxSeq is the largest seq any log assigns or accepts as a position inside its
 // history: 15 decimal digits, the bound of the Redis function's integer arguments,
