@@ -15,6 +15,7 @@ type batchItem struct {
 	Type           string          `json:"type"`
 	Body           json.RawMessage `json:"body"`
 	IdempotencyKey string          `json:"idempotencyKey"`
+	TTL            json.RawMessage `json:"ttl"` // as Event-TTL: "30s", or whole seconds
 }
 
 // batchResult is one element of the answer, in the order of the request: a published
@@ -127,6 +128,10 @@ func (s *Server) validateItem(it batchItem) (replay.Message, *apiError) {
 	case int64(len(it.Body)) > s.cfg.MaxBody:
 		return replay.Message{}, tooLarge(s.cfg.MaxBody)
 	}
+	ttl, aerr := parseTTLField(it.TTL, s.cfg.MaxTTL)
+	if aerr != nil {
+		return replay.Message{}, aerr
+	}
 	body, aerr := encode("application/json", it.Body, s.cfg.MaxBody)
 	if aerr != nil {
 		return replay.Message{}, aerr
@@ -135,5 +140,5 @@ func (s *Server) validateItem(it batchItem) (replay.Message, *apiError) {
 	if typ == replay.DefaultType {
 		typ = ""
 	}
-	return replay.Message{Type: typ, Body: body, IdempotencyKey: it.IdempotencyKey}, nil
+	return replay.Message{Type: typ, Body: body, IdempotencyKey: it.IdempotencyKey, TTL: ttl}, nil
 }

@@ -29,6 +29,9 @@ type Config struct {
 	MaxBatchBody int64
 	// MaxBatchItems bounds the items of one batch (default 1000).
 	MaxBatchItems int
+	// MaxTTL bounds the time to live a publish may give its event: the history's
+	// lifetime (--history-ttl, default 24h). A longer one is refused (invalid_ttl).
+	MaxTTL time.Duration
 	// BodyTimeout bounds how long a request body may take to arrive, from the moment
 	// its handler starts; past it the request is answered 408 and its connection
 	// closed (default 10s). Requests without a body, streams among them, are not
@@ -224,6 +227,9 @@ func (c *Config) fill() error {
 	if c.MaxBatchItems == 0 {
 		c.MaxBatchItems = 1000
 	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = 24 * time.Hour
+	}
 	if c.ReplayBatch == 0 {
 		c.ReplayBatch = 256
 	}
@@ -261,8 +267,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("gateway: heartbeat %s: must be at least 1ms", c.Heartbeat)
 	case c.WriteTimeout <= 0 || c.PublishTimeout <= 0 || c.BodyTimeout <= 0 || c.MaxTokenAge <= 0:
 		return errors.New("gateway: write, publish and body timeouts must be positive")
-	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0:
-		return errors.New("gateway: body limits, batch items and replay batch must be positive")
+	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0 || c.MaxTTL < minTTL:
+		return errors.New("gateway: body limits, batch items, replay batch and max TTL must be positive")
 	case c.WSPing <= 0 || c.WSHelloTimeout <= 0 || c.OwnerTTL < 3*time.Millisecond:
 		return errors.New("gateway: websocket ping, hello timeout and owner TTL must be positive")
 	case c.MaxRoomsPerStream < 1 || c.MaxRoomsPerStream > MaxRoomsPerStreamLimit:

@@ -30,6 +30,9 @@ type transport interface {
 	// (fork: the log forked under what the connection was given); the room's sent
 	// position is head already.
 	appendResync(dst []byte, c *conn, i int, head replay.Position, fork bool) []byte
+	// appendExpired appends room i's expired marker in place of the event at pos,
+	// whose deadline has passed; the room's sent position is pos already.
+	appendExpired(dst []byte, c *conn, i int, pos replay.Position) []byte
 	// record runs before every write of events: the rooms' sent positions have moved
 	// and each room's batched counts the events of the write (a client may
 	// acknowledge an event before the write returns).
@@ -246,7 +249,7 @@ func (c *conn) replay(i int) error {
 			return err
 		}
 		s.countDelivered(n)
-		b.buf, b.ends = b.buf[:0], b.ends[:0]
+		b.buf, b.ends, b.clock = b.buf[:0], b.ends[:0], 0
 		return nil
 	}
 	for {
@@ -264,7 +267,7 @@ func (c *conn) replay(i int) error {
 		n := 0
 		for _, it := range rd.Items {
 			c.setSent(i, it.Pos)
-			b.buf = t.appendEvent(b.buf, c, i, it)
+			b.buf = c.appendItem(b.buf, i, it, &b.clock)
 			b.ends = append(b.ends, len(b.buf))
 			n++
 			r.batched++
@@ -428,7 +431,7 @@ func (c *conn) add(i int, it *rooms.Item) {
 		return
 	}
 	c.setSent(i, it.Pos)
-	b.buf = c.t.appendEvent(b.buf, c, i, it)
+	b.buf = c.appendItem(b.buf, i, it, &b.clock)
 	b.ends = append(b.ends, len(b.buf))
 	b.n++
 	b.ts = append(b.ts, it.TS())

@@ -64,7 +64,7 @@ var (
 	errMethodNotAllowed = newError(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
 	errBadRoom          = newError(http.StatusBadRequest, "invalid_room", "room names are 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
 	errBadType          = newError(http.StatusBadRequest, "invalid_type", "event types are 1 to 64 characters of A-Z a-z 0-9 . _ - and not reserved")
-	errReservedType     = newError(http.StatusBadRequest, "invalid_type", "the event type is reserved: resync, reauth and anchor (in any case) are the gateway's own frames, error and open are EventSource's own events")
+	errReservedType     = newError(http.StatusBadRequest, "invalid_type", "the event type is reserved: resync, reauth, anchor and expired (in any case) are the gateway's own frames, error and open are EventSource's own events")
 	errBadLastEventID   = newError(http.StatusBadRequest, "invalid_last_event_id", "the resume point must be <epoch>:<seq> or <seq>")
 	errBadIdemKey       = newError(http.StatusBadRequest, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters")
 	errUnauthorized     = newError(http.StatusUnauthorized, "unauthorized", "publishing needs Authorization: Bearer <token>")

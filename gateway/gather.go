@@ -75,6 +75,9 @@ type liveBatch struct {
 	ends []int // where each frame of buf ends
 	ts   []int64
 	n    int
+	// clock is the batch's time in Unix milliseconds for events' deadlines, read
+	// at the first event that has one (0: not yet).
+	clock int64
 }
 
 var batchPool = sync.Pool{New: func() any {
@@ -94,7 +97,7 @@ func putBatch(b *liveBatch) {
 	if cap(b.ts) > 4*batchItems || cap(b.ends) > 4*batchItems {
 		b.ts, b.ends = make([]int64, 0, batchItems), make([]int, 0, batchItems)
 	}
-	b.buf, b.ends, b.ts, b.n = b.buf[:0], b.ends[:0], b.ts[:0], 0
+	b.buf, b.ends, b.ts, b.n, b.clock = b.buf[:0], b.ends[:0], b.ts[:0], 0, 0
 	batchPool.Put(b)
 }
 

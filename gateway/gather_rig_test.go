@@ -16,6 +16,7 @@ type gatherRig struct {
 	t    *testing.T
 	p    *pod
 	bell chan struct{} // rung by every member the rig joins
+	ttl  time.Duration // of the events publish appends (0: none)
 }
 
 func newGatherRig(t *testing.T) *gatherRig {
@@ -42,7 +43,7 @@ func (g *gatherRig) join(names ...string) []*rooms.Member {
 func (g *gatherRig) publish(room string, n int, body string, queued int) {
 	g.t.Helper()
 	for range n {
-		if _, err := g.p.log.Append(context.Background(), room, replay.Message{Body: json.RawMessage(body)}); err != nil {
+		if _, err := g.p.log.Append(context.Background(), room, replay.Message{Body: json.RawMessage(body), TTL: g.ttl}); err != nil {
 			g.t.Fatal(err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/roomcast/roomcast/gateway"
 )
 
-// TestReservedTypes: the gateway's own frames (resync, reauth, anchor) in any case,
+// TestReservedTypes: the gateway's own frames (resync, reauth, anchor, expired) in any case,
 // and the events EventSource dispatches itself, are refused on every publish path
 // (one event, a batch, a WebSocket publish) with a message that names them;
 // "message" is the default type and stays allowed.
@@ -19,7 +19,7 @@ func TestReservedTypes(t *testing.T) {
 	ct := []string{"Content-Type", "application/json"}
 	ws := dialWS(t, p)
 	ws.welcome("reserved", boot1, map[string]string{"other": ""})
-	for _, typ := range []string{"resync", "Resync", "RESYNC", "reauth", "ReAuth", "anchor", "Anchor", "ANCHOR", "error", "open"} {
+	for _, typ := range []string{"resync", "Resync", "RESYNC", "reauth", "ReAuth", "anchor", "Anchor", "ANCHOR", "expired", "Expired", "EXPIRED", "error", "open"} {
 		t.Run(typ, func(t *testing.T) {
 			ws.send(map[string]any{"v": 1, "kind": "publish", "room": "r", "type": typ, "body": 1, "ref": typ})
 			if m := ws.next(); m.Kind != "error" || m.Ref != typ || m.Error != "invalid_type" || !strings.Contains(m.Message, "reserved") {

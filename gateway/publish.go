@@ -64,6 +64,10 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 	if key != "" && !validIdempotencyKey(key) {
 		return replay.Message{}, "", errBadIdemKey
 	}
+	ttl, aerr := s.publishTTL(r)
+	if aerr != nil {
+		return replay.Message{}, "", aerr
+	}
 	mt, ok := publishMediaType(r.Header.Get("Content-Type"))
 	if !ok {
 		return replay.Message{}, "", errMediaType
@@ -84,7 +88,7 @@ func (s *Server) parsePublish(w http.ResponseWriter, r *http.Request) (replay.Me
 	if typ == replay.DefaultType {
 		typ = ""
 	}
-	return replay.Message{Type: typ, Body: body, IdempotencyKey: key}, room, nil
+	return replay.Message{Type: typ, Body: body, IdempotencyKey: key, TTL: ttl}, room, nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {

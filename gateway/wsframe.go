@@ -59,6 +59,7 @@ type wsFrame struct {
 	Body           json.RawMessage `json:"body"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Ref            string          `json:"ref"`
+	TTL            json.RawMessage `json:"ttl"` // as Event-TTL: "30s", or whole seconds
 
 	// ping
 	Data json.RawMessage `json:"data"`

@@ -158,6 +158,10 @@ func (wc *wsConn) parsePublish(f wsFrame) (replay.Message, *apiError) {
 	if f.IdempotencyKey != "" && !validIdempotencyKey(f.IdempotencyKey) {
 		return replay.Message{}, newError(0, "invalid_idempotency_key", "idempotency_key must be 1 to 255 printable ASCII characters")
 	}
+	ttl, aerr := parseTTLField(f.TTL, s.cfg.MaxTTL)
+	if aerr != nil {
+		return replay.Message{}, aerr
+	}
 	if len(f.Body) == 0 {
 		return replay.Message{}, errEmptyBody
 	}
@@ -169,5 +173,5 @@ func (wc *wsConn) parsePublish(f wsFrame) (replay.Message, *apiError) {
 	if typ == replay.DefaultType {
 		typ = ""
 	}
-	return replay.Message{Type: typ, Body: body, IdempotencyKey: f.IdempotencyKey}, nil
+	return replay.Message{Type: typ, Body: body, IdempotencyKey: f.IdempotencyKey, TTL: ttl}, nil
 }

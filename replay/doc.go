@@ -37,7 +37,14 @@
 // room:{r}:idem:<key>, and the shard channel room:{r}. One Redis Function
 // (roomcast.lua) validates, checks the idempotency key, assigns the seq, appends and
 // SPUBLISHes atomically; a read-only one returns the head and the entries after a
-// position together, so gap detection is exact. Subscribe holds one SSUBSCRIBE loop
+// position together, so gap detection is exact. An event published with a time to
+// live (Message.TTL) goes through roomcast_v1_publish_ttl instead, which stores its
+// deadline (Event.Expires, ts plus the TTL on the node's clock, as MemoryLog does on
+// the pod's) as the entry's field exp and in the doorbell after the type. It joined
+// the library after publish: a node that an older pod gave its own library answers
+// that it does not know the function, and the log loads the library again, as for
+// any such answer. Older pods read such entries and doorbells as events without a
+// deadline (a doorbell they cannot parse sends them to the log). Subscribe holds one SSUBSCRIBE loop
 // per room that resubscribes after failovers and slot moves and rings a zero Event
 // each time. Concurrent identical reads share one Redis call.
 //

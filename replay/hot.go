@@ -206,8 +206,9 @@ func (l *RedisLog) subChannel(room string) string {
 	return redisChannel(room)
 }
 
-// doorbellPayload is the doorbell message the publish function sends (see
-// roomcast.lua and decodeDoorbell): "<epoch> <seq> <ts> <type>\n<body>".
+// doorbellPayload is the doorbell message the publish functions send (see
+// roomcast.lua and decodeDoorbell): "<epoch> <seq> <ts> <type>\n<body>", with
+// " <expires>" after the type for an event with a deadline.
 func doorbellPayload(ev Event) string {
 	var b strings.Builder
 	b.Grow(len(ev.Epoch) + len(ev.Type) + len(ev.Body) + 44)
@@ -218,6 +219,10 @@ func doorbellPayload(ev Event) string {
 	b.WriteString(strconv.FormatInt(ev.TS, 10))
 	b.WriteByte(' ')
 	b.WriteString(ev.Type)
+	if ev.Expires != 0 {
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatInt(ev.Expires, 10))
+	}
 	b.WriteByte('\n')
 	b.Write(ev.Body)
 	return b.String()

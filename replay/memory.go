@@ -188,7 +188,7 @@ func (l *MemoryLog) Append(ctx context.Context, room string, m Message) (Event, 
 	if l.closed.Load() {
 		return Event{}, ErrClosed
 	}
-	if !ValidRoom(room) || (m.Type != "" && !ValidType(m.Type)) || len(m.Body) == 0 {
+	if !ValidRoom(room) || (m.Type != "" && !ValidType(m.Type)) || len(m.Body) == 0 || !m.validTTL() {
 		return Event{}, fmt.Errorf("replay: append %q: %w", room, ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
@@ -283,6 +283,9 @@ func (l *MemoryLog) appendLocked(r *memRoom, room string, m Message) (Event, err
 	r.seq++
 	r.active = now
 	ev := Event{Room: room, Epoch: r.epoch, Seq: r.seq, TS: now.UnixMilli(), Type: m.Type, Body: m.Body}
+	if ttl := m.ttlMillis(); ttl > 0 {
+		ev.Expires = ev.TS + ttl
+	}
 	r.events = append(r.events, ev)
 	r.bytes += eventCost(ev)
 	l.bytes.Add(eventCost(ev))

@@ -27,6 +27,12 @@ const (
 	RedisLibrary   = "roomcast_v1"
 	redisFnPublish = "roomcast_v1_publish"
 	redisFnSince   = "roomcast_v1_since"
+	// redisFnPublishTTL publishes an event with a deadline. It joined the library
+	// after publish: a pod that finds a node without it (an older pod loaded the
+	// library over this one) loads the library again, as for any function a node
+	// does not know, and older pods keep calling publish and since, which are
+	// unchanged.
+	redisFnPublishTTL = "roomcast_v1_publish_ttl"
 )
 
 //go:embed roomcast.lua
@@ -416,7 +422,7 @@ func (l *RedisLog) callCtx(ctx context.Context) (context.Context, context.Cancel
 
 func validMessage(room string, m Message) bool {
 	return ValidRoom(room) && (m.Type == "" || ValidType(m.Type)) && len(m.Body) > 0 &&
-		len(m.IdempotencyKey) <= MaxIdempotencyKeyLen
+		len(m.IdempotencyKey) <= MaxIdempotencyKeyLen && m.validTTL()
 }
 
 // Append implements Log.
@@ -492,11 +498,15 @@ func (l *RedisLog) publishCmd(b rueidis.Builder, room string, m Message) rueidis
 		m.Type,
 		string(m.Body),
 	}
+	fn := redisFnPublish
+	if ttl := m.ttlMillis(); ttl > 0 {
+		fn, args = redisFnPublishTTL, append(args, strconv.FormatInt(ttl, 10))
+	}
 	if m.IdempotencyKey == "" {
-		return b.Fcall().Function(redisFnPublish).Numkeys(2).
+		return b.Fcall().Function(fn).Numkeys(2).
 			Key(redisSeqKey(room), redisLogKey(room)).Arg(args...).Build()
 	}
-	return b.Fcall().Function(redisFnPublish).Numkeys(3).
+	return b.Fcall().Function(fn).Numkeys(3).
 		Key(redisSeqKey(room), redisLogKey(room), redisIdemKey(room, m.IdempotencyKey)).Arg(args...).Build()
 }
 
@@ -548,6 +558,10 @@ func decodePublish(res rueidis.RedisResult, room string, m Message) (Event, erro
 	ev := Event{Room: room, Epoch: epoch, Seq: uint64(seq), TS: ts}
 	if dup == 0 {
 		ev.Type, ev.Body = m.Type, m.Body
+		if ttl := m.ttlMillis(); ttl > 0 {
+			// The function reckons the deadline from the same ts.
+			ev.Expires = ts + ttl
+		}
 	}
 	return ev, nil
 }

@@ -42,6 +42,11 @@ func TestDecodeDoorbell(t *testing.T) {
 		{"body with spaces", "e 2 3 t\n{\"a\": \"b c\"}", true,
 			Event{Room: "r", Epoch: "e", Seq: 2, TS: 3, Type: "t", Body: []byte("{\"a\": \"b c\"}")}},
 		{"largest seq", "e 999999999999999 3 t\n1", true, Event{Room: "r", Epoch: "e", Seq: MaxSeq, TS: 3, Type: "t", Body: []byte("1")}},
+		{"deadline", "e 2 3 t 9\n1", true, Event{Room: "r", Epoch: "e", Seq: 2, TS: 3, Type: "t", Body: []byte("1"), Expires: 9}},
+		{"deadline of the default type", "e 2 3  9\n1", true, Event{Room: "r", Epoch: "e", Seq: 2, TS: 3, Body: []byte("1"), Expires: 9}},
+		{"deadline zero", "e 2 3 t 0\n1", false, Event{}},
+		{"deadline not a number", "e 2 3 t 9x\n1", false, Event{}},
+		{"deadline and more", "e 2 3 t 9 9\n1", false, Event{}},
 		{"raw newline in body", "e 2 3 t\n{\"a\": \"b\nc\"}", false, Event{}},
 		{"raw CR in body", "e 2 3 t\n[1,\r2]", false, Event{}},
 		{"body not JSON", "e 2 3 t\n{\"a\":", false, Event{}},
@@ -71,6 +76,21 @@ func TestDecodeDoorbell(t *testing.T) {
 				t.Fatalf("decodeDoorbell(%q) = %+v, %v; want %+v, %v", tc.msg, got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestDoorbellPayloadRoundTrip: what a hot room's publisher sends on the
+// sub-channels reads back as the event, deadline included.
+func TestDoorbellPayloadRoundTrip(t *testing.T) {
+	for _, ev := range []Event{
+		{Room: "r", Epoch: "e", Seq: 3, TS: 5, Type: "cmd", Body: []byte(`"reboot"`), Expires: 65},
+		{Room: "r", Epoch: "e", Seq: 4, TS: 6, Body: []byte(`1`)},
+		{Room: "r", Epoch: "e", Seq: 5, TS: 7, Body: []byte(`1`), Expires: 8},
+	} {
+		got, ok := decodeDoorbell("r", doorbellPayload(ev))
+		if !ok || fmt.Sprint(got) != fmt.Sprint(ev) {
+			t.Errorf("doorbell of %+v reads back as %+v, %v", ev, got, ok)
+		}
 	}
 }
 

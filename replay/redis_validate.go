@@ -46,21 +46,28 @@ func parseTS(s string) (int64, bool) {
 	return ts, err == nil
 }
 
-// decodeDoorbell reads a doorbell message, "<epoch> <seq> <ts> <type>\n<body>" (the
-// publish function writes it), and validates it. false means: ring a zero Event, so
-// that the reader goes to the log.
+// decodeDoorbell reads a doorbell message, "<epoch> <seq> <ts> <type>\n<body>", or
+// "<epoch> <seq> <ts> <type> <expires>\n<body>" for an event with a deadline (the
+// publish functions write them), and validates it. false means: ring a zero Event,
+// so that the reader goes to the log.
 func decodeDoorbell(room, msg string) (Event, bool) {
 	header, body, ok := strings.Cut(msg, "\n")
 	if !ok {
 		return Event{}, false
 	}
-	f := strings.SplitN(header, " ", 4)
-	if len(f) != 4 {
+	f := strings.SplitN(header, " ", 5)
+	if len(f) < 4 {
 		return Event{}, false
 	}
 	seq, ok1 := wire.ParseSeq(f[1])
 	ts, ok2 := parseTS(f[2])
 	ev := Event{Room: room, Epoch: f[0], Seq: seq, TS: ts, Type: f[3], Body: json.RawMessage(body)}
+	if len(f) == 5 {
+		var ok3 bool
+		if ev.Expires, ok3 = parseTS(f[4]); !ok3 {
+			return Event{}, false
+		}
+	}
 	if !ok1 || !ok2 || !wellFormed(ev) {
 		return Event{}, false
 	}
@@ -95,7 +102,7 @@ func (l *RedisLog) countBadHead(room string, err error) {
 }
 
 // entryEvent reads one log entry: its id "<seq>-0" and its fields (epoch, ts, type,
-// body, in any order), and validates it as an event of epoch (the head's: a log
+// body and, for an event with a deadline, exp, in any order), and validates it as an event of epoch (the head's: a log
 // holds one epoch, the publish function deletes it when it starts another).
 func entryEvent(room, epoch, id string, fields []string) (Event, error) {
 	seqText, rest, _ := strings.Cut(id, "-")
@@ -104,7 +111,7 @@ func entryEvent(room, epoch, id string, fields []string) (Event, error) {
 		return Event{}, fmt.Errorf("%w: id %q", errBadEntry, id)
 	}
 	ev := Event{Room: room, Seq: seq}
-	var tsOK bool
+	tsOK, expOK := false, true
 	for i := 0; i+1 < len(fields); i += 2 {
 		switch v := fields[i+1]; fields[i] {
 		case "epoch":
@@ -115,9 +122,11 @@ func entryEvent(room, epoch, id string, fields []string) (Event, error) {
 			ev.Type = v
 		case "body":
 			ev.Body = json.RawMessage(v)
+		case "exp":
+			ev.Expires, expOK = parseTS(v)
 		}
 	}
-	if !tsOK || ev.Epoch != epoch || !wellFormed(ev) {
+	if !tsOK || !expOK || ev.Epoch != epoch || !wellFormed(ev) {
 		return Event{}, fmt.Errorf("%w: %q", errBadEntry, id)
 	}
 	return ev, nil

@@ -39,6 +39,9 @@ func TestEntryEvent(t *testing.T) {
 		{"body not JSON", "7-0", with("body", "{"), false},
 		{"body with raw newline", "7-0", with("body", "[1,\n2]"), false},
 		{"odd field count", "7-0", append(append([]string(nil), ok...), "x"), false},
+		{"deadline", "7-0", append(append([]string(nil), ok...), "exp", "1700000060000"), true},
+		{"deadline zero", "7-0", append(append([]string(nil), ok...), "exp", "0"), false},
+		{"deadline not a number", "7-0", append(append([]string(nil), ok...), "exp", "soon"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

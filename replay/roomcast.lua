@@ -3,7 +3,8 @@
 -- The roomcast Redis Function library: a room's sequence, bounded log and doorbell.
 -- Every key of a room carries the room as its hash tag, so one call touches one slot:
 --   room:{r}:seq        hash: epoch (this history's name), seq (last assigned)
---   room:{r}:log        stream, entry id <seq>-0, fields epoch ts type body
+--   room:{r}:log        stream, entry id <seq>-0, fields epoch ts type body, and exp
+--                       (the deadline, Unix ms) for an event with a time to live
 --   room:{r}:idem:<k>   string "<epoch> <seq> <ts>", with its own TTL
 --   room:{r}:pods       hash: pod id -> "<members> <expires ms> <updated ms>", the
 --                       pods holding the room (occupancy), expiring with its last record
@@ -51,9 +52,13 @@ end
 
 -- publish: KEYS seq, log [, idem]; ARGV candidate epoch, maxlen, history ttl ms,
 -- idempotency ttl ms, type, body. Returns {epoch, seq, ts, duplicate (0 or 1)}.
-local function publish(keys, args)
+-- publish_ttl takes the event's time to live in ms as a seventh argument: its
+-- deadline, ts plus that, is stored as the entry's field exp and follows the type in
+-- the doorbell ("<epoch> <seq> <ts> <type> <exp>"). name is the function's, for
+-- errors.
+local function publish_as(name, keys, args)
   if #keys < 2 or #keys > 3 then
-    return fail('publish takes 2 or 3 keys')
+    return fail(name .. ' takes 2 or 3 keys')
   end
   local room = string.match(keys[1], ROOM_KEY)
   if not room then
@@ -66,10 +71,21 @@ local function publish(keys, args)
   if idem and (#idem <= #room + 6 or string.sub(idem, 1, #room + 6) ~= room .. ':idem:') then
     return fail('bad idempotency key')
   end
-  if #args ~= 6 then
-    return fail('publish takes 6 arguments')
+  local nargs = 6
+  if name == 'publish_ttl' then
+    nargs = 7
+  end
+  if #args ~= nargs then
+    return fail(name .. ' takes ' .. nargs .. ' arguments')
   end
   local epoch, maxlen, ttl, idem_ttl, typ, body = args[1], integer(args[2]), integer(args[3]), integer(args[4]), args[5], args[6]
+  local life = nil
+  if nargs == 7 then
+    life = integer(args[7])
+    if not life or life < 1 then
+      return fail('bad event ttl')
+    end
+  end
   if #epoch < 1 or #epoch > 32 or not string.match(epoch, '^[%w_%-]+$') then
     return fail('bad epoch')
   end
@@ -96,9 +112,20 @@ local function publish(keys, args)
   local now = redis.call('TIME')
   local ts = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local sts = fmt(ts)
+  local sexp, bell_type = nil, typ
+  if life then
+    sexp = fmt(ts + life)
+    bell_type = typ .. ' ' .. sexp
+  end
   local function append(cur, seq)
-    local res = redis.pcall('XADD', keys[2], 'MAXLEN', '~', maxlen, fmt(seq) .. '-0',
-      'epoch', cur, 'ts', sts, 'type', typ, 'body', body)
+    local res
+    if sexp then
+      res = redis.pcall('XADD', keys[2], 'MAXLEN', '~', maxlen, fmt(seq) .. '-0',
+        'epoch', cur, 'ts', sts, 'type', typ, 'body', body, 'exp', sexp)
+    else
+      res = redis.pcall('XADD', keys[2], 'MAXLEN', '~', maxlen, fmt(seq) .. '-0',
+        'epoch', cur, 'ts', sts, 'type', typ, 'body', body)
+    end
     return type(res) ~= 'table' or not res.err
   end
 
@@ -124,8 +151,16 @@ local function publish(keys, args)
   end
   redis.call('PEXPIRE', keys[1], ttl)
   redis.call('PEXPIRE', keys[2], ttl)
-  redis.call('SPUBLISH', room, cur .. ' ' .. sseq .. ' ' .. sts .. ' ' .. typ .. '\n' .. body)
+  redis.call('SPUBLISH', room, cur .. ' ' .. sseq .. ' ' .. sts .. ' ' .. bell_type .. '\n' .. body)
   return {cur, seq, ts, 0}
+end
+
+local function publish(keys, args)
+  return publish_as('publish', keys, args)
+end
+
+local function publish_ttl(keys, args)
+  return publish_as('publish_ttl', keys, args)
 end
 
 -- since: KEYS seq, log; ARGV epoch of the position ('' for the current one), its
@@ -502,6 +537,7 @@ local function pod_release(keys, args)
 end
 
 redis.register_function('roomcast_v1_publish', publish)
+redis.register_function('roomcast_v1_publish_ttl', publish_ttl)
 redis.register_function{function_name = 'roomcast_v1_since', callback = since, flags = {'no-writes'}}
 redis.register_function('roomcast_v1_occupancy', occupancy)
 redis.register_function{function_name = 'roomcast_v1_occupancy_read', callback = occupancy_read, flags = {'no-writes'}}

@@ -27,7 +27,27 @@ type Message struct {
 	// IdempotencyKey, when set, makes a retried Append inside the key's TTL return the
 	// original event instead of publishing a new one.
 	IdempotencyKey string
+	// TTL, when positive, is the event's time to live: its deadline (Event.Expires)
+	// is its publish time plus TTL, rounded up to a whole millisecond, on the clock
+	// that stamps ts (the pod's in memory, the Redis node's in fleet mode). Zero: it
+	// never expires. Negative is ErrInvalid.
+	TTL time.Duration
 }
+
+// ttlMillis is m's TTL in whole milliseconds, rounded up (0 for none).
+func (m *Message) ttlMillis() int64 {
+	if m.TTL <= 0 {
+		return 0
+	}
+	return int64((m.TTL + time.Millisecond - 1) / time.Millisecond)
+}
+
+// maxTTL bounds Message.TTL: a deadline must fit the 15 digits the Redis function
+// takes.
+const maxTTL = 10 * 365 * 24 * time.Hour
+
+// validTTL reports whether m's TTL is none or within maxTTL.
+func (m *Message) validTTL() bool { return m.TTL >= 0 && m.TTL <= maxTTL }
 
 const (
 	// MaxSeq is the largest seq a log assigns (wire.MaxSeq).

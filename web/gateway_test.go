@@ -147,9 +147,9 @@ func (g *gateway) shed(n int) int {
 	return r.Closed
 }
 
-// call does one request and decodes the JSON answer, failing the test on
-// any other status.
-func (g *gateway) call(method, u, ctype string, body []byte, want int, into any) {
+// call does one request, with header's name, value pairs, and decodes the
+// JSON answer, failing the test on any other status.
+func (g *gateway) call(method, u, ctype string, body []byte, want int, into any, header ...string) {
 	g.t.Helper()
 	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	if err != nil {
@@ -157,6 +157,9 @@ func (g *gateway) call(method, u, ctype string, body []byte, want int, into any)
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := httpClient.Do(req)
 	if err != nil {

@@ -149,6 +149,7 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		Heartbeat:    cfg.Heartbeat,
 		WriteTimeout: cfg.WriteTimeout,
 		MaxBody:      int64(cfg.MaxBody),
+		MaxTTL:       cfg.HistoryTTL,
 		MaxBatchBody: int64(cfg.MaxBatchBody),
 		BodyTimeout:  cfg.BodyTimeout, MaxConnsPerIP: cfg.MaxConnsPerIP,
 		Auth: access, MaxTokenAge: cfg.Auth.MaxTokenAge, MaxAnonymousRooms: cfg.Auth.MaxAnonymousRooms, MaxAnonymousRoomsPerIP: cfg.Auth.MaxAnonymousRoomsPerIP,

@@ -112,7 +112,7 @@ func (s *subscriber) handleCentrifugo(ev gatewaytest.Event, now time.Time, ls *l
 			s.noteMalformed()
 			return
 		}
-		s.accept(s.epoch, seq, data, now, ls)
+		s.accept(s.epoch, seq, false, data, now, ls)
 	default:
 		// Pings ({}), and pushes loadgen does not ask for.
 	}
@@ -143,7 +143,7 @@ func (s *subscriber) centrifugoConnected(data []byte, now time.Time, ls *loadSta
 		s.storeLast(sub.Offset)
 	case sub.Recovered:
 		for _, p := range sub.Publications {
-			s.accept(epoch, p.Offset, p.Data, now, ls)
+			s.accept(epoch, p.Offset, false, p.Data, now, ls)
 		}
 	default:
 		s.track.Resync(epoch, sub.Offset)

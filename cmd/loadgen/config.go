@@ -66,6 +66,11 @@ type Config struct {
 	Batch int
 	// Type is the event type to publish with; empty means the default type.
 	Type string
+	// TTL, when set, is every published event's time to live, as the gateway's
+	// Event-TTL header takes it ("30s", or whole seconds): an event still queued
+	// or replayed past it reaches subscribers as an expired marker, which the
+	// report counts as expired, not lost.
+	TTL string
 	// Idle only opens and holds the subscriber connections; nothing is published.
 	Idle bool
 	// MetricsURL, when set, is the server's Prometheus exposition (roomcast's admin
@@ -133,6 +138,7 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	fs.StringVar(&c.Token, "token", "", "Bearer token for publishing")
 	fs.IntVar(&c.Batch, "batch", 1, "events per request; > 1 publishes through POST /events")
 	fs.StringVar(&c.Type, "type", "", "event type to publish (empty = default type)")
+	fs.StringVar(&c.TTL, "ttl", "", "time to live of every published event, as Event-TTL (\"30s\", \"90\"; empty = none); expired markers count as expired, not lost")
 	fs.BoolVar(&c.Idle, "idle", false, "only open -subs idle connections and hold them for -duration")
 	fs.IntVar(&c.PID, "pid", 0, "server `PID` whose VmRSS is measured around connecting")
 	fs.StringVar(&c.MetricsURL, "metrics-url", "", "the server's Prometheus `URL` (roomcast: the admin listener's /metrics) whose go_goroutines is read before connecting and at the plateau")
@@ -213,6 +219,9 @@ func (c *Config) validate() error {
 	if c.Publishers < 1 || c.Batch < 1 || c.MaxEvents < 1 {
 		errs = append(errs, errors.New("-publishers, -batch and -max-events must be >= 1"))
 	}
+	if strings.Trim(c.TTL, "0123456789.nsuµmh") != "" {
+		errs = append(errs, fmt.Errorf("-ttl %q: want a duration such as 30s or whole seconds", c.TTL))
+	}
 	if c.WSShare < 0 || c.WSShare > 1 || math.IsNaN(c.WSShare) {
 		errs = append(errs, errors.New("-ws-share is a fraction of the subscribers: 0 to 1"))
 	}
@@ -222,8 +231,8 @@ func (c *Config) validate() error {
 		if c.WSShare > 0 {
 			errs = append(errs, errors.New("-ws-share: -protocol centrifugo speaks uni_sse only, WebSocket subscribers need -protocol roomcast"))
 		}
-		if c.Batch > 1 || c.Type != "" {
-			errs = append(errs, errors.New("-protocol centrifugo publishes one untyped event per request: no -batch or -type"))
+		if c.Batch > 1 || c.Type != "" || c.TTL != "" {
+			errs = append(errs, errors.New("-protocol centrifugo publishes one untyped event per request: no -batch, -type or -ttl"))
 		}
 		if c.Subs > 0 && len(c.TokenSecret) == 0 {
 			errs = append(errs, errors.New("-protocol centrifugo with subscribers needs -token-secret-file"))

@@ -11,9 +11,9 @@ import (
 )
 
 // lossyServer is a one-room server that acknowledges every publish with the next
-// seq but streams only the seqs deliver lets through, so the load generator must
-// find the rest missing.
-func lossyServer(t *testing.T, deliver func(seq uint64) bool) *httptest.Server {
+// seq but streams for each seq only the frame frameOf gives ("": none), so the load
+// generator must find the rest missing.
+func lossyServer(t *testing.T, frameOf func(seq uint64) string) *httptest.Server {
 	t.Helper()
 	var (
 		mu    sync.Mutex
@@ -49,8 +49,8 @@ func lossyServer(t *testing.T, deliver func(seq uint64) bool) *httptest.Server {
 			case <-r.Context().Done():
 				return
 			case n := <-c:
-				if deliver(n) {
-					_, _ = io.WriteString(w, frame("e", n))
+				if f := frameOf(n); f != "" {
+					_, _ = io.WriteString(w, f)
 					_ = http.NewResponseController(w).Flush()
 				}
 			}
@@ -72,7 +72,12 @@ func TestSoakExitsOnLoss(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := lossyServer(t, tt.deliver)
+			srv := lossyServer(t, func(n uint64) string {
+				if !tt.deliver(n) {
+					return ""
+				}
+				return frame("e", n)
+			})
 			code, rep, _, stderr := runMain(t, "-scenario", "soak", "-url", srv.URL, "-subs", "1", "-rooms", "1",
 				"-rate", "100", "-warmup", "0s", "-duration", "500ms", "-settle", "300ms", "-report-every", "100ms",
 				"-progress", "0", "-bar", "off")
@@ -89,6 +94,27 @@ func TestSoakExitsOnLoss(t *testing.T) {
 				t.Errorf("stderr lacks the loss line:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// TestExpiredMarkersAreNotLoss: a server that sends every third seq as its expired
+// marker (event expired, the position as data, no body) loses nothing: the run
+// exits 0, counts the markers as deliveries and reports them as expired.
+func TestExpiredMarkersAreNotLoss(t *testing.T) {
+	srv := lossyServer(t, func(n uint64) string {
+		if n%3 != 0 {
+			return frame("e", n)
+		}
+		return fmt.Sprintf("id: e:%d\nevent: expired\ndata: {\"room\":\"r\",\"epoch\":\"e\",\"seq\":%d}\n\n", n, n)
+	})
+	code, rep, raw, stderr := runMain(t, "-url", srv.URL, "-subs", "1", "-rooms", "1", "-rate", "100",
+		"-warmup", "0s", "-duration", "300ms", "-settle", "300ms", "-progress", "0", "-bar", "off", "-ttl", "1ms")
+	if code != exitOK || rep.Lossy() || rep.Lost != 0 || rep.Expired == 0 {
+		t.Fatalf("exit %d, lost %d, lossy %v, expired %d; want exit 0, no loss and the markers counted\n%s",
+			code, rep.Lost, rep.Lossy(), rep.Expired, stderr)
+	}
+	if _, ok := raw["expired"]; !ok || rep.Deliveries < rep.Expired*3-3 {
+		t.Errorf("JSON report: expired %v, deliveries %d", raw["expired"], rep.Deliveries)
 	}
 }
 

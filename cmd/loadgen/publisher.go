@@ -172,6 +172,10 @@ func (p *publishers) publishBatch(ctx context.Context, n, count int64, body, buf
 			body = append(body, `","type":"`...)
 			body = append(body, p.cfg.Type...)
 		}
+		if p.cfg.TTL != "" {
+			body = append(body, `","ttl":"`...)
+			body = append(body, p.cfg.TTL...)
+		}
 		body = append(body, `","body":`...)
 		body = p.appendBody(body, now)
 		body = append(body, '}')
@@ -217,6 +221,9 @@ func (p *publishers) post(ctx context.Context, url string, body, buf []byte) (in
 		return 0, buf, fmt.Errorf("publish %s: %w", url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if p.cfg.TTL != "" {
+		req.Header.Set("Event-TTL", p.cfg.TTL)
+	}
 	if p.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
 	}

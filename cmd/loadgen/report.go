@@ -42,14 +42,17 @@ type Report struct {
 	ConnectSeconds float64 `json:"connect_seconds,omitempty"`
 	Refused        int     `json:"refused,omitempty"`
 
-	Published          int64            `json:"published"`
-	PublishErrors      int64            `json:"publish_errors"`
-	PublishErrorsBy    map[string]int64 `json:"publish_errors_by,omitempty"`
-	Deliveries         uint64           `json:"deliveries"`
-	ExpectedDeliveries uint64           `json:"expected_deliveries"`
-	MeasuredSeconds    float64          `json:"measured_seconds"`
-	DeliveriesPerSec   float64          `json:"deliveries_per_sec"`
-	PublishesPerSec    float64          `json:"publishes_per_sec"`
+	Published       int64            `json:"published"`
+	PublishErrors   int64            `json:"publish_errors"`
+	PublishErrorsBy map[string]int64 `json:"publish_errors_by,omitempty"`
+	Deliveries      uint64           `json:"deliveries"`
+	// Expired counts the deliveries that were expired markers (an event whose
+	// -ttl passed before it reached the subscriber): delivered, not lost.
+	Expired            uint64  `json:"expired"`
+	ExpectedDeliveries uint64  `json:"expected_deliveries"`
+	MeasuredSeconds    float64 `json:"measured_seconds"`
+	DeliveriesPerSec   float64 `json:"deliveries_per_sec"`
+	PublishesPerSec    float64 `json:"publishes_per_sec"`
 	// EgressBytesPerSec is the stream bytes the subscribers read per second in the
 	// measured window (SSE framing included, HTTP headers not).
 	EgressBytesPerSec float64 `json:"egress_bytes_per_sec"`
@@ -165,6 +168,7 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 func (r *Report) addSubscriber(s *subscriber) {
 	t := &s.track
 	r.Deliveries += s.deliveries.Load()
+	r.Expired += t.Expired
 	r.Gaps += t.Gaps()
 	r.Duplicates += t.Duplicates
 	r.Late += t.Late
@@ -247,7 +251,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 // writeLoad prints the publishing and latency rows.
 func (r *Report) writeLoad(row func(k, format string, v ...any)) {
 	row("published", "%d (errors %d%s)", r.Published, r.PublishErrors, formatErrors(r.PublishErrorsBy))
-	row("deliveries", "%d (expected %d)", r.Deliveries, r.ExpectedDeliveries)
+	row("deliveries", "%d (expected %d, expired %d)", r.Deliveries, r.ExpectedDeliveries, r.Expired)
 	row("measured", "%.1fs: %.0f publishes/s, %.0f deliveries/s, %.0f egress bytes/s",
 		r.MeasuredSeconds, r.PublishesPerSec, r.DeliveriesPerSec, r.EgressBytesPerSec)
 	row("latency", "p50 %.2fms  p99 %.2fms  p99.9 %.2fms  max %.2fms  mean %.2fms", r.P50ms, r.P99ms, r.P999ms, r.MaxMs, r.MeanMs)

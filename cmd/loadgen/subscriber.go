@@ -202,18 +202,30 @@ func (s *subscriber) handle(ev gatewaytest.Event, now time.Time, ls *loadState) 
 			s.startAt(ev.ID)
 		}
 	case "resync":
-		s.check(true, ev.ID, ev.IDSet, ev.Data, now, ls)
+		s.check(frameResync, ev.ID, ev.IDSet, ev.Data, now, ls)
+	case gatewaytest.ExpiredType:
+		s.check(frameExpired, ev.ID, ev.IDSet, ev.Data, now, ls)
 	case "reauth":
 	default:
-		s.check(false, ev.ID, ev.IDSet, ev.Data, now, ls)
+		s.check(frameEvent, ev.ID, ev.IDSet, ev.Data, now, ls)
 	}
 }
 
-// check accounts for one event or resync of either transport: id is the id in force
-// (idSet: the frame carried it itself), data the envelope ({"room","epoch","seq",
-// "ts",…,"body"}; a WebSocket frame is one with its kind and id in front).
-func (s *subscriber) check(resync bool, id []byte, idSet bool, data []byte, now time.Time, ls *loadState) {
-	if resync {
+// frameKind is what check accounts for.
+type frameKind uint8
+
+const (
+	frameEvent   frameKind = iota + 1
+	frameResync            // the stream continues after the frame's position
+	frameExpired           // an event delivered as its expired marker
+)
+
+// check accounts for one event, resync or expired marker of either transport: id is
+// the id in force (idSet: the frame carried it itself), data the envelope
+// ({"room","epoch","seq","ts",…,"body"}, or {"room","epoch","seq"} for a marker; a
+// WebSocket frame is one with its kind and id in front).
+func (s *subscriber) check(kind frameKind, id []byte, idSet bool, data []byte, now time.Time, ls *loadState) {
+	if kind == frameResync {
 		s.handleResync(id, idSet, data)
 		return
 	}
@@ -227,7 +239,7 @@ func (s *subscriber) check(resync bool, id []byte, idSet bool, data []byte, now 
 		epoch, _ = gatewaytest.StringAfter(data, keyEpoch)
 	}
 	s.resumeID = append(s.resumeID[:0], id...)
-	s.accept(epoch, seq, data, now, ls)
+	s.accept(epoch, seq, kind == frameExpired, data, now, ls)
 }
 
 // startAt starts a subscriber that has seen nothing yet at pos, where its first
@@ -247,13 +259,18 @@ func (s *subscriber) startAt(pos []byte) {
 }
 
 // accept accounts for one delivered event: its seq, and its latency from the send
-// time in data.
-func (s *subscriber) accept(epoch []byte, seq uint64, data []byte, now time.Time, ls *loadState) {
-	if s.track.Observe(epoch, seq) != gatewaytest.InOrder {
+// time in data. An expired marker is delivered too (the tracker counts it as
+// expired, not lost); it has no send time.
+func (s *subscriber) accept(epoch []byte, seq uint64, expired bool, data []byte, now time.Time, ls *loadState) {
+	observe := s.track.Observe
+	if expired {
+		observe = s.track.ObserveExpired
+	}
+	if observe(epoch, seq) != gatewaytest.InOrder {
 		s.anomalies.Store(s.anomalies.Load() + 1)
 	}
 	s.deliveries.Store(s.deliveries.Load() + 1)
-	if s.hist != nil && ls.measuring.Load() {
+	if s.hist != nil && ls.measuring.Load() && !expired {
 		if t, ok := gatewaytest.UintAfter(data, keyT); ok {
 			s.hist.record(now.Sub(time.Unix(0, int64(t))))
 		}

@@ -142,15 +142,21 @@ func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 				ls.streamOpened(s, pod, cancel) // before counted, as an SSE stream
 				s.established(ls)
 			}
-		case wsclient.KindEvent, wsclient.KindResync:
+		case wsclient.KindEvent, wsclient.KindResync, wsclient.KindExpired:
 			if !opened {
 				s.noteMalformed() // the protocol says welcome first
 				continue
 			}
 			id, ok := gatewaytest.StringAfter(data, keyID)
-			resync := kind[0] == 'r'
-			s.check(resync, id, ok, data, now, ls)
-			if !resync && ok {
+			fk := frameEvent
+			switch string(kind) {
+			case wsclient.KindResync:
+				fk = frameResync
+			case wsclient.KindExpired:
+				fk = frameExpired
+			}
+			s.check(fk, id, ok, data, now, ls)
+			if fk != frameResync && ok {
 				if err := s.ackWS(ctx, conn, now); err != nil {
 					return err
 				}

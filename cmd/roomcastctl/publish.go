@@ -20,6 +20,7 @@ type publishOptions struct {
 	typ         string
 	idemKey     string
 	contentType string
+	ttl         string
 }
 
 func publishCommand() *command {
@@ -35,15 +36,20 @@ becomes a JSON string); auto, the default, sends JSON when BODY is valid JSON an
 text otherwise. --token is the publish credential (with none configured on the
 gateway, only loopback clients may publish). A retried publish with the same
 --idempotency-key within its TTL returns the first one's id and publishes nothing new.
+--ttl gives the event a time to live (sent as Event-TTL: a duration such as 30s or
+5m, or whole seconds, at most the gateway's --history-ttl): once it has passed,
+subscribers get an expired marker in its place, never the event.
 Prints the assigned id; --json prints the answer {"room","epoch","seq","id"}.`,
 		examples: `  roomcastctl publish chat-42 '{"text":"hello"}'
   roomcastctl publish chat-42 --type typing --content-type text 'ada is typing'
   echo '{"total":12}' | roomcastctl publish orders --idempotency-key order-991 -
+  roomcastctl publish rig-0414 --type command --ttl 5m '"reboot"'
   ROOMCASTCTL_TOKEN=$PUBLISH_TOKEN roomcastctl --url https://rt.example.com publish news '{"v":1}' --json`,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&o.typ, "type", "", "event `TYPE` (sent as Event-Type; default message)")
 			fs.StringVar(&o.idemKey, "idempotency-key", "", "`KEY` that makes a retried publish return the first one's id")
 			fs.StringVar(&o.contentType, "content-type", "auto", "json, text or auto")
+			fs.StringVar(&o.ttl, "ttl", "", "the event's time to live, `TTL` (sent as Event-TTL: 30s, 5m or whole seconds)")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error { return c.publish(ctx, args, o) },
 	}
@@ -70,6 +76,9 @@ func (c *cli) publish(ctx context.Context, args []string, o publishOptions) erro
 	}
 	if o.idemKey != "" && !headerSafe(o.idemKey, 255) {
 		return usagef("--idempotency-key: 1 to 255 visible ASCII characters")
+	}
+	if o.ttl != "" && !headerSafe(o.ttl, 64) {
+		return usagef("--ttl: a duration such as 30s or 5m, or whole seconds")
 	}
 	var body []byte
 	if len(args) == 2 && args[1] != "-" {
@@ -104,6 +113,9 @@ func (c *cli) publish(ctx context.Context, args []string, o publishOptions) erro
 	}
 	if o.idemKey != "" {
 		h.Set("Idempotency-Key", o.idemKey)
+	}
+	if o.ttl != "" {
+		h.Set("Event-TTL", o.ttl)
 	}
 	raw, err := c.do(ctx, request{method: http.MethodPost, url: c.url + "/rooms/" + url.PathEscape(room) + "/events",
 		token: c.token, header: h, body: body})

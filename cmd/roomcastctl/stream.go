@@ -44,6 +44,11 @@ type streamEvent struct {
 // anchorType is the event type of a stream's anchor (gateway.AnchorType).
 const anchorType = "anchor"
 
+// expiredType is the event type of an expired marker (gateway.ExpiredType): the
+// event at its id outlived its time to live before it was delivered, and comes
+// without its body.
+const expiredType = "expired"
+
 // errStop ends a follow without an error: the handler got what it wanted.
 var errStop = errors.New("stop")
 

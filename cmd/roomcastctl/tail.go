@@ -49,7 +49,7 @@ stream: "the event log (redis at ...) is unreachable"), its heartbeats aside.
   ROOMCASTCTL_TOKEN=$JWT roomcastctl --url https://rt.example.com tail team-7.feed`,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&o.from, "from", "", "resume after this `ID` (<epoch>:<seq> or <seq>), sent as Last-Event-ID")
-			fs.StringVar(&o.typ, "type", "", "print only events of this `TYPE` (resync and reauth are always shown)")
+			fs.StringVar(&o.typ, "type", "", "print only events of this `TYPE` (resync, reauth and expired are always shown)")
 			fs.BoolVar(&o.followResync, "follow-resync", false, "keep following after a resync instead of exiting 1")
 			fs.IntVar(&o.count, "count", 0, "exit 0 after printing `N` events (0: follow until interrupted)")
 			fs.DurationVar(&o.idle, "idle-timeout", idleTimeout, "reconnect when the stream sends nothing, not even a heartbeat, for this long")
@@ -135,7 +135,7 @@ func (c *cli) tail(ctx context.Context, args []string, o tailOptions) error {
 				fromNow = false
 				announce("following from now")
 			}
-			if o.typ != "" && ev.Type != o.typ {
+			if o.typ != "" && ev.Type != o.typ && ev.Type != expiredType {
 				return nil
 			}
 			c.printEvent(room, false, ev)
@@ -190,10 +190,15 @@ type tailLine struct {
 }
 
 // printEvent prints one event: its envelope's body, or for the gateway's own
-// notices (resync, reauth) their whole data; data that is not JSON as a string. The
+// notices (resync, reauth) their whole data; data that is not JSON as a string. An
+// expired marker says so in place of a body (with --json, its body is null). The
 // line starts with the room when withRoom (ws follows several); --json always holds
 // it.
 func (c *cli) printEvent(room string, withRoom bool, ev streamEvent) {
+	if ev.Type == expiredType {
+		c.printExpired(room, withRoom, ev.ID)
+		return
+	}
 	body := json.RawMessage(nil)
 	if json.Valid(ev.Data) {
 		body = ev.Data
@@ -218,4 +223,19 @@ func (c *cli) printEvent(room string, withRoom bool, ev streamEvent) {
 		prefix = printable(room, 140) + " "
 	}
 	c.printf("%s%s %s %s\n", prefix, printable(ev.ID, 300), printable(ev.Type, 64), body)
+}
+
+// printExpired prints an expired marker: the event at id outlived its time to live
+// before it was delivered.
+func (c *cli) printExpired(room string, withRoom bool, id string) {
+	if c.json {
+		line, _ := json.Marshal(tailLine{Room: room, ID: id, Type: expiredType, Body: json.RawMessage("null")})
+		c.printf("%s\n", line)
+		return
+	}
+	prefix := ""
+	if withRoom {
+		prefix = printable(room, 140) + " "
+	}
+	c.printf("%s%s expired (its time to live passed before it was delivered: no body)\n", prefix, printable(id, 300))
 }

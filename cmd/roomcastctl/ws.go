@@ -194,8 +194,12 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 		switch f.Kind {
 		case wsclient.KindWelcome:
 			delivered = true
-		case wsclient.KindEvent:
-			c.printEvent(f.Room, true, streamEvent{ID: f.ID, Type: f.Type, Data: data})
+		case wsclient.KindEvent, wsclient.KindExpired:
+			typ := f.Type
+			if f.Kind == wsclient.KindExpired {
+				typ = expiredType
+			}
+			c.printEvent(f.Room, true, streamEvent{ID: f.ID, Type: typ, Data: data})
 			from[f.Room] = f.ID
 			if err := conn.Ack(ctx, f.Room, f.ID); err != nil {
 				return delivered, err

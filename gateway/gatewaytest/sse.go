@@ -22,6 +22,11 @@ const maxLineBytes = 4 << 20
 // skips it, and one that resumes takes its id.
 const AnchorType = "anchor"
 
+// ExpiredType is the event type of an expired marker: an event whose deadline passed
+// before it was delivered, sent with its own id and {"room","epoch","seq"} as data,
+// no body. A reader counts it as delivered (Tracker.ObserveExpired).
+const ExpiredType = "expired"
+
 // Event is one dispatched SSE event. Its slices alias the decoder's buffers and are
 // valid only until the next call to Next.
 type Event struct {

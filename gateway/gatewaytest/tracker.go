@@ -40,6 +40,9 @@ type Tracker struct {
 	// ExpectFirst's seq, for a resync before the first event): losses the server
 	// announced, which a queue policy that drops events makes. They are not gaps.
 	Skipped uint64
+	// Expired counts the seqs delivered as expired markers (ObserveExpired): the
+	// event's deadline passed before it was delivered. They are delivered, not lost.
+	Expired uint64
 }
 
 // Verdict is what Observe made of one event.
@@ -118,6 +121,17 @@ func (t *Tracker) Observe(epoch []byte, seq uint64) Verdict {
 		t.Duplicates++
 		return Duplicate
 	}
+}
+
+// ObserveExpired records an expired marker: the event at seq was delivered as its
+// marker because its deadline had passed. It moves the position on like an event
+// (it is no gap, and a repeat is a duplicate) and counts in Expired.
+func (t *Tracker) ObserveExpired(epoch []byte, seq uint64) Verdict {
+	v := t.Observe(epoch, seq)
+	if v != Duplicate {
+		t.Expired++
+	}
+	return v
 }
 
 // Resync records a resync frame: the stream continues from seq in epoch.

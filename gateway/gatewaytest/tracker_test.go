@@ -129,6 +129,41 @@ func TestTrackerVerdicts(t *testing.T) {
 	}
 }
 
+// TestTrackerExpired: an expired marker is a delivery: it keeps the sequence dense
+// (no gap before the next event), a repeat of it is a duplicate, and each new one
+// counts in Expired; the tracker stays lossless.
+func TestTrackerExpired(t *testing.T) {
+	var tr Tracker
+	tr.ExpectFirst(1)
+	e := []byte("e")
+	steps := []struct {
+		seq     uint64
+		expired bool
+		want    Verdict
+	}{{1, false, InOrder}, {2, true, InOrder}, {3, true, InOrder}, {4, false, InOrder}, {6, true, Gap}, {5, false, LateArrival}}
+	for _, s := range steps {
+		observe := tr.Observe
+		if s.expired {
+			observe = tr.ObserveExpired
+		}
+		if got := observe(e, s.seq); got != s.want {
+			t.Errorf("seq %d (expired %v): %v, want %v", s.seq, s.expired, got, s.want)
+		}
+	}
+	if tr.Expired != 3 || tr.Gaps() != 0 || tr.Duplicates != 0 {
+		t.Errorf("expired %d gaps %d dups %d, want 3 0 0", tr.Expired, tr.Gaps(), tr.Duplicates)
+	}
+	if got := tr.ObserveExpired(e, 3); got != Duplicate || tr.Expired != 3 {
+		t.Errorf("a repeated marker: %v, expired %d; want a duplicate not counted", got, tr.Expired)
+	}
+	var clean Tracker
+	clean.ObserveExpired(e, 1)
+	clean.Observe(e, 2)
+	if clean.Lossy() {
+		t.Errorf("a tracker that saw only a marker and an event is lossy: %+v", clean)
+	}
+}
+
 func TestTrackerResyncIsHead(t *testing.T) {
 	e := []byte("e")
 	var tr Tracker

@@ -238,8 +238,9 @@ func NewAudit(room string, first uint64, allowResync bool) *Audit {
 // Room returns the audited room.
 func (a *Audit) Room() string { return a.room }
 
-// Frame records an event (any type but "resync") or a resync frame, by its id.
-// Anchors are not events: leave them out.
+// Frame records an event (any type but "resync"), a resync frame or an expired
+// marker ("expired": the event is delivered, as its marker), by its id. Anchors
+// are not events: leave them out.
 func (a *Audit) Frame(id, event string) {
 	pos, err := wire.ParsePosition(id)
 	a.mu.Lock()
@@ -263,7 +264,11 @@ func (a *Audit) Frame(id, event string) {
 		a.last = pos
 		return
 	}
-	if v := a.track.Observe([]byte(pos.Epoch), pos.Seq); v != InOrder {
+	observe := a.track.Observe
+	if event == wire.ExpiredType {
+		observe = a.track.ObserveExpired
+	}
+	if v := observe([]byte(pos.Epoch), pos.Seq); v != InOrder {
 		a.problemLocked("event %s after %s: %s", pos, a.last, v)
 	}
 	a.got[pos.Seq]++
@@ -366,11 +371,12 @@ type Loss struct {
 	Phantom   int // deliveries of seqs never acknowledged
 	Resyncs   int
 	Retries   int // publish retries
+	Expired   int // deliveries that were expired markers (delivered, not missing)
 }
 
 func (r Loss) String() string {
-	return fmt.Sprintf("%d events acknowledged, %d deliveries owed, %d missing (loss %.4f%%), %d duplicates, %d lost to resyncs, %d never acknowledged, %d resyncs, %d publish retries",
-		r.Acked, r.Expected, r.Missing, 100*float64(r.Missing)/math.Max(1, float64(r.Expected)), r.Duplicate, r.Explained, r.Phantom, r.Resyncs, r.Retries)
+	return fmt.Sprintf("%d events acknowledged, %d deliveries owed, %d missing (loss %.4f%%), %d duplicates, %d lost to resyncs, %d never acknowledged, %d resyncs, %d publish retries, %d expired",
+		r.Acked, r.Expected, r.Missing, 100*float64(r.Missing)/math.Max(1, float64(r.Expected)), r.Duplicate, r.Explained, r.Phantom, r.Resyncs, r.Retries, r.Expired)
 }
 
 // Check compares every audit with the ledger and reports (the first 20 of) what is
@@ -395,6 +401,7 @@ func (l *Ledger) Check(t testing.TB, audits []*Audit) Loss {
 	for _, a := range audits {
 		a.mu.Lock()
 		rep.Resyncs += a.resyncs
+		rep.Expired += int(a.track.Expired)
 		for _, p := range a.problems {
 			report("subscriber of %s: %s; trace %v", a.room, p, a.trace)
 		}

@@ -74,6 +74,10 @@ func TestLedgerCheck(t *testing.T) {
 			func(r Loss) bool { return r.Explained == 2 && r.Missing == 0 }},
 		{"a resync to another epoch", feed(NewAudit("r", 1, true), "message e:1", "resync f:3", "message f:4", "message f:5"), "another epoch", nil},
 		{"a bad id", feed(NewAudit("r", 1, false), "message nope:x"), `bad id "nope:x"`, nil},
+		{"an expired marker", feed(NewAudit("r", 1, false), "message e:1", "expired e:2", "message e:3", "expired e:4", "message e:5"), "",
+			func(r Loss) bool { return r.Missing == 0 && r.Expired == 2 && r.Duplicate == 0 }},
+		{"an expired marker twice", feed(NewAudit("r", 1, false), "message e:1", "expired e:2", "expired e:2", "message e:3", "message e:4", "message e:5"), "seq 2 delivered 2 times",
+			func(r Loss) bool { return r.Expired == 1 && r.Duplicate == 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

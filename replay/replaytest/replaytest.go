@@ -50,6 +50,7 @@ func Run(t *testing.T, newLog Factory) {
 		{"SinceUnknownRoom", sinceUnknownRoom},
 		{"Head", head},
 		{"Idempotency", idempotency},
+		{"Deadlines", deadlines},
 		{"RingsInOrder", ringsInOrder},
 		{"Unsubscribe", unsubscribe},
 		{"Closed", closed},

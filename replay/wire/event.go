@@ -19,7 +19,15 @@ type Event struct {
 	Type string
 	// Body is compact, single-line JSON. It is shared by every reader: never modify it.
 	Body json.RawMessage
+	// Expires is the event's deadline in Unix milliseconds, on the clock of TS: from
+	// then on it is delivered as an expired marker (ExpiredType), never itself. Zero:
+	// it never expires.
+	Expires int64
 }
+
+// ExpiredAt reports whether the event's deadline has passed at now (Unix
+// milliseconds).
+func (e Event) ExpiredAt(now int64) bool { return e.Expires != 0 && e.Expires <= now }
 
 // MaxSeq is the largest seq any log assigns or accepts as a position inside its
 // history: 15 decimal digits, the bound of the Redis function's integer arguments,

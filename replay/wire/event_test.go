@@ -67,6 +67,7 @@ func TestValidNames(t *testing.T) {
 		"": false, strings.Repeat("t", 65): false, "resync": false, "reauth": false, "a~b": false, "a\nb": false,
 		"Resync": false, "RESYNC": false, "reAuth": false, "error": false, "open": false,
 		"anchor": false, "Anchor": false, "ANCHOR": false, "anchored": true,
+		"expired": false, "Expired": false, "EXPIRED": false, "expiredness": true,
 		"message": true, "Error": true, "opened": true,
 	}
 	for typ, want := range types {

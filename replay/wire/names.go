@@ -41,14 +41,14 @@ func ValidType(t string) bool {
 }
 
 // Reserved reports whether t is an event type a publisher may not use: the frames
-// the gateway sends itself (resync, reauth and a stream's anchor, in any case, so
-// that no client that compares names loosely mistakes an event for one), and the
-// events EventSource dispatches on its own ("error" and "open"), which a listener
-// could not tell apart from the connection's. "message" is not reserved: it is the
-// default type.
+// the gateway sends itself (resync, reauth, a stream's anchor and an expired event's
+// marker, in any case, so that no client that compares names loosely mistakes an
+// event for one), and the events EventSource dispatches on its own ("error" and
+// "open"), which a listener could not tell apart from the connection's. "message" is
+// not reserved: it is the default type.
 func Reserved(t string) bool {
 	return t == "error" || t == "open" || strings.EqualFold(t, "resync") || strings.EqualFold(t, "reauth") ||
-		strings.EqualFold(t, "anchor")
+		strings.EqualFold(t, "anchor") || strings.EqualFold(t, ExpiredType)
 }
 
 func roomByte(c byte) bool {

@@ -10,6 +10,12 @@ import (
 // position as its id and a small JSON object as its data.
 const AnchorType = "anchor"
 
+// ExpiredType is the event type of an expired event's marker: an event whose
+// deadline (Event.Expires) passed before it was delivered is sent as this, with its
+// own id and {"room","epoch","seq"} as its data, and no body, so that a reader's
+// position still moves on one seq at a time.
+const ExpiredType = "expired"
+
 // AppendFrame appends one SSE frame. CR, LF and NUL cannot occur in id or event:
 // they would start a new field (or, for NUL, make browsers ignore the id), so they
 // are dropped. data may hold line breaks; each line becomes its own data: field, which

@@ -60,6 +60,18 @@ export interface Resync {
   unanchored?: true;
 }
 
+/** An event that outlived its time to live (the publisher's Event-TTL)
+ * before it was delivered (`event: expired`): its place in the room, no body.
+ * It moves the position on like an event. */
+export interface Expired {
+  room: string;
+  epoch: string;
+  seq: number;
+  /** The expired event's SSE id, "<epoch>:<seq>" (on a multiplexed stream,
+   * the stream's token). */
+  id: string;
+}
+
 /** Events missing between two delivered ones, from..to inclusive. */
 export interface Gap {
   room: string;
@@ -105,6 +117,9 @@ export interface SubscribeOptions<Body = unknown> {
   onEvent?: (event: RoomEvent<Body>, raw: MessageEvent) => void;
   /** The resume point was lost; refetch the room's state from your backend. */
   onResync?: (resync: Resync) => void;
+  /** An event's time to live passed before it was delivered: it is never
+   * passed to onEvent; this says which seq it was. */
+  onExpired?: (expired: Expired) => void;
   /** Events are missing between two delivered ones. */
   onGap?: (gap: Gap) => void;
   /** Connection state changes. */
@@ -139,7 +154,8 @@ export interface SubscribeOptions<Body = unknown> {
    * Event types to receive besides "message". EventSource delivers only
    * types it listens for, so list every type the room carries: a type not
    * listed is invisible here, and its seqs show up as gaps. The gateway's own
-   * frames (resync, reauth, anchor) are never passed to onEvent, listed or not.
+   * frames (resync, reauth, anchor, expired) are never passed to onEvent,
+   * listed or not; an expired marker goes to onExpired whatever the types.
    */
   types?: string[];
   /** Where to start: "<epoch>:<seq>" or a bare "<seq>" (current epoch). */
@@ -171,6 +187,8 @@ export interface SubscriptionStats {
   recreates: number;
   /** Events delivered to onEvent. */
   events: number;
+  /** Expired markers delivered to onExpired. */
+  expired: number;
   /** Events dropped because their seq was already delivered. */
   duplicates: number;
   gaps: number;

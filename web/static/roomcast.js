@@ -15,6 +15,9 @@
 //     one epoch) is reported;
 //   - `event: resync` (the resume point was lost, trimmed or ahead) is passed
 //     to the application, which refetches its snapshot;
+//   - `event: expired` (an event whose time to live passed before it was
+//     delivered: its id and position, no body) moves the position on like an
+//     event and is passed to onExpired, never to onEvent;
 //   - with `getTicket`, every connect carries a fresh single-use ticket in the
 //     `ticket` query parameter, and the module replaces the source itself
 //     whenever it ends (a native reconnect would resend a used ticket);
@@ -65,6 +68,7 @@ const ES_CLOSED = 2;
 const RESYNC = 'resync';
 const REAUTH = 'reauth';
 const ANCHOR = 'anchor';
+const EXPIRED = 'expired';
 
 /**
  * Full-jitter backoff: a delay drawn uniformly from [0, ceiling), where the
@@ -226,7 +230,7 @@ export class Subscription {
   #ticketed = false; // options.getTicket is set: every connect needs a fresh ticket
   #pending = null; // token of the getTicket call in flight, null when none is
   #ticketTimer = 0;
-  #stats = { opens: 0, recreates: 0, events: 0, duplicates: 0, gaps: 0, resyncs: 0, reauths: 0 };
+  #stats = { opens: 0, recreates: 0, events: 0, expired: 0, duplicates: 0, gaps: 0, resyncs: 0, reauths: 0 };
 
   /**
    * @param {string | URL} target a room name or the URL of a stream
@@ -414,8 +418,9 @@ export class Subscription {
     es.addEventListener('error', () => this.#onError(es));
     const onMessage = (e) => this.#onMessage(es, e);
     for (const type of new Set(['message', ...(this.#opts.types ?? [])])) {
-      if (type !== RESYNC && type !== REAUTH && type !== ANCHOR) es.addEventListener(type, onMessage);
+      if (type !== RESYNC && type !== REAUTH && type !== ANCHOR && type !== EXPIRED) es.addEventListener(type, onMessage);
     }
+    es.addEventListener(EXPIRED, (e) => this.#onMessage(es, e, true));
     es.addEventListener(RESYNC, (e) => this.#onResync(es, e));
     es.addEventListener(ANCHOR, (e) => this.#onAnchor(es, e));
     // reauth is reserved either way (never an application event), but only
@@ -502,7 +507,10 @@ export class Subscription {
     this.#connect();
   };
 
-  #onMessage(es, e) {
+  // #onMessage handles an event, or with expired an expired marker: the event
+  // at its position outlived its time to live, and comes without a body. Both
+  // move the room's position on, are dropped when repeated and show gaps.
+  #onMessage(es, e, expired = false) {
     if (es !== this.#source) return;
     const data = decode(e.data, ['room', 'epoch', 'seq']);
     if (!data) {
@@ -527,8 +535,13 @@ export class Subscription {
       this.#stats.gaps++;
       this.#report('onGap', verdict.gap);
     }
-    this.#stats.events++;
     const id = e.lastEventId || formatEventId(data);
+    if (expired) {
+      this.#stats.expired++;
+      this.#report('onExpired', { room: data.room, epoch: data.epoch, seq: data.seq, id });
+      return;
+    }
+    this.#stats.events++;
     this.#report('onEvent', { type: 'message', ...data, id }, e);
   }
 

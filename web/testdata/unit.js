@@ -505,7 +505,7 @@ test('subscribe: the online event skips the backoff wait', async () => {
 test('subscribe: listens for the listed types, resync and anchor', () => {
   const rec = recorder({ types: ['chat', 'message', 'resync'] });
   const es = rec.last();
-  eq([...es.listeners.keys()].sort(), ['anchor', 'chat', 'error', 'message', 'open', 'resync'], 'listeners');
+  eq([...es.listeners.keys()].sort(), ['anchor', 'chat', 'error', 'expired', 'message', 'open', 'resync'], 'listeners');
   eq(es.listeners.get('resync').length, 1, 'resync handled once, never as an app type');
   es.open();
   es.send({ ...ev(1), type: 'chat' }, 'chat');
@@ -660,11 +660,27 @@ test('tickets: reauth closes the source, and a new ticket resumes from the curso
   rec.sub.close();
 });
 
+test('subscribe: an expired marker goes to onExpired and moves the position on', () => {
+  const expired = [];
+  const rec = recorder({ types: ['expired'], onExpired: (x) => expired.push(x) });
+  const es = rec.last();
+  eq(es.listeners.get('expired').length, 1, 'expired handled once, never as an app type');
+  es.open();
+  es.send(ev(1));
+  es.send({ room: 'r', epoch: 'e1', seq: 2 }, 'expired');
+  es.send({ room: 'r', epoch: 'e1', seq: 2 }, 'expired');
+  es.send(ev(3));
+  eq(rec.events.map((e) => e.seq), [1, 3], 'the events around it');
+  eq(expired, [{ room: 'r', epoch: 'e1', seq: 2, id: 'e1:2' }], 'the marker, once');
+  eq([rec.sub.stats.expired, rec.sub.stats.duplicates, rec.gaps.length, rec.sub.lastEventId], [1, 1, 0, 'e1:3'], 'expired, duplicates, gaps, position');
+  rec.sub.close();
+});
+
 test('tickets: reauth is never an application event, even when listed in types', () => {
   const reauths = [];
   const rec = recorder({ types: ['chat', 'reauth'], onReauth: (r) => reauths.push(r) });
   const es = rec.last();
-  eq([...es.listeners.keys()].sort(), ['anchor', 'chat', 'error', 'message', 'open', 'reauth', 'resync'], 'listeners');
+  eq([...es.listeners.keys()].sort(), ['anchor', 'chat', 'error', 'expired', 'message', 'open', 'reauth', 'resync'], 'listeners');
   eq(es.listeners.get('reauth').length, 1, 'reauth handled once, never as an app type');
   es.open();
   es.send(ev(1));
@@ -678,7 +694,7 @@ test('tickets: reauth is never an application event, even when listed in types',
 
   // With neither getTicket nor onReauth nothing acts on it: not even listened for.
   const plain = recorder({ types: ['chat', 'reauth'] });
-  eq([...plain.last().listeners.keys()].sort(), ['anchor', 'chat', 'error', 'message', 'open', 'resync'], 'listeners without onReauth');
+  eq([...plain.last().listeners.keys()].sort(), ['anchor', 'chat', 'error', 'expired', 'message', 'open', 'resync'], 'listeners without onReauth');
   plain.last().open();
   plain.last().send({ room: 'r', exp: 1795960692 }, 'reauth');
   plain.last().send(ev(1));

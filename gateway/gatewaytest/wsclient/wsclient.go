@@ -27,6 +27,9 @@ const (
 	KindPing      = "ping"
 	KindPong      = "pong"
 	KindError     = "error"
+	// KindExpired stands for an event whose deadline passed before it was
+	// delivered: its id, room, epoch and seq, no body.
+	KindExpired = "expired"
 )
 
 // Frame is a decoded server frame: the fields of every kind. An event frame
@@ -154,6 +157,7 @@ type Publish struct {
 	Body           any    `json:"body"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	Ref            string `json:"ref,omitempty"` // echoed in the published or error answer
+	TTL            string `json:"ttl,omitempty"` // the event's time to live, as Event-TTL: "30s", "90"
 }
 
 // Publish sends a publish frame.
