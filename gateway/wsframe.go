@@ -59,6 +59,8 @@ type wsFrame struct {
 	Body           json.RawMessage `json:"body"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Ref            string          `json:"ref"`
+	WaitFor        string          `json:"wait_for"`        // "ack": wait for a receipt (receipts_publish.go)
+	WaitTimeoutMS  int64           `json:"wait_timeout_ms"` // 0: DefaultReceiptWait
 
 	// ping
 	Data json.RawMessage `json:"data"`
