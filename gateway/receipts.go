@@ -345,10 +345,25 @@ func (r *receipts) flush(ctx context.Context) {
 	for len(recs) > 0 {
 		n := min(len(recs), replay.MaxAckBatch)
 		if _, err := r.store.RecordAcks(ctx, recs[:n]); err != nil {
-			// The next ack of each client writes its acks again.
+			// The next flush tries them again.
 			r.s.cfg.Logger.Warn("acks not recorded", "clients", n, "err", err)
+			r.redo(recs[:n])
 		}
 		recs = recs[n:]
+	}
+}
+
+// redo marks the acks of records a flush could not write as changed again, unless
+// a newer session of their client replaced them.
+func (r *receipts) redo(recs []replay.AckRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range recs {
+		if ca := r.clients[rec.Client]; ca != nil && ca.session == rec.Session {
+			for _, a := range rec.Acks {
+				ca.dirty[a.Room] = true
+			}
+		}
 	}
 }
 

@@ -14,7 +14,7 @@
 --                       TTL: the connection that owns client id c (claim_as,
 --                       refresh_as, release; claim and refresh for older pods);
 --                       and ack:<room> "<epoch>:<seq> <Unix ms>", the client's last
---                       ack in each room (acks)
+--                       ack in each room, and acks, how many rooms have one (acks)
 --   room:pod:{p}:live   hash: instance, host, pid, started, admin, refreshed (Unix
 --                       ms), with a TTL: the live process that holds pod id p
 --                       (pod, pod_release)
@@ -429,8 +429,9 @@ end
 
 -- acks: KEYS client key; ARGV session, then pairs of room and ack ("<epoch>:<seq>
 -- <Unix ms>"). Sets the field ack:<room> of each while session owns the client,
--- for at most 256 rooms (acks of further rooms are dropped). Returns 1 when it did,
--- 0 when session is not the owner (or there is no entry), and changes nothing then.
+-- for at most 256 rooms (acks of further rooms are dropped), counting the rooms in
+-- the field acks. Returns 1 when it did, 0 when session is not the owner (or there
+-- is no entry), and changes nothing then.
 local ACK_ROOM = '^[%w%._~%-]+$'
 local ACK_VALUE = '^[^%s:]+:%d+ %d+$'
 local MAX_ACK_ROOMS = 256
@@ -448,17 +449,18 @@ local function acks(keys, args)
       return fail('bad room or ack')
     end
   end
-  if redis.call('HMGET', key, 'session')[1] ~= args[1] then
+  local cur = redis.call('HMGET', key, 'session', 'acks')
+  if cur[1] ~= args[1] then
     return 0
   end
-  -- An upper bound of the rooms held: every field but the owner's five.
-  local rooms = redis.call('HLEN', key) - 5
+  local rooms = integer(cur[2]) or 0
   for i = 2, #args, 2 do
     local field = 'ack:' .. args[i]
-    if rooms < MAX_ACK_ROOMS or redis.call('HEXISTS', key, field) == 1 then
+    if rooms < MAX_ACK_ROOMS or redis.call('HMGET', key, field)[1] then
       rooms = rooms + redis.call('HSET', key, field, args[i + 1])
     end
   end
+  redis.call('HSET', key, 'acks', fmt(rooms))
   return 1
 end
 
