@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roomcast/roomcast/gateway"
 	"github.com/roomcast/roomcast/replay"
 	"github.com/roomcast/roomcast/replay/redistest"
 	"github.com/roomcast/roomcast/replay/replaytest"
@@ -23,16 +22,7 @@ import (
 // without Wait-For. Full size with ROOMCAST_MEASURE=1 (n = 1000).
 func TestReceiptMeasure(t *testing.T) {
 	n := measureN(t, 1000)
-	c := redistest.SharedCluster(t)
-	a := newFleetPod(t, c, replay.RedisConfig{}, podConfig{gw: gateway.Config{PodID: "measure-a", OwnerTTL: time.Hour}})
-	b := newFleetPod(t, c, replay.RedisConfig{}, podConfig{gw: gateway.Config{PodID: "measure-b", OwnerTTL: time.Hour}})
-	watchOwners(t, a)
-	watchOwners(t, b)
-	for _, id := range []string{"measure-a", "measure-b"} {
-		replaytest.Eventually(t, 20*time.Second, id+"'s notice listener subscribed", func() bool {
-			return podSubscribers(t, c, id) == 1
-		})
-	}
+	a, b := twoPods(t, "measure")
 	client := redistest.Prefix(t) + "-rig"
 	inbox := "inbox." + client
 	owner := dialWS(t, b)

@@ -292,13 +292,7 @@ func (s *Server) publishReceipt(w http.ResponseWriter, r *http.Request, room str
 // wsAckedFrame answers a WebSocket publish whose receipt came: the published
 // frame's fields, "receipt":"acked", the client and when it acked.
 type wsAckedFrame struct {
-	V       int    `json:"v"`
-	Kind    string `json:"kind"`
-	Ref     string `json:"ref,omitempty"`
-	Room    string `json:"room"`
-	ID      string `json:"id"`
-	Epoch   string `json:"epoch"`
-	Seq     uint64 `json:"seq"`
+	wsPublishedFrame
 	Receipt string `json:"receipt"`
 	Client  string `json:"client"`
 	AckedAt string `json:"acked_at"`
@@ -308,13 +302,7 @@ type wsAckedFrame struct {
 // published frame's fields, "receipt":"unresponsive", a message and the client's
 // status.
 type wsUnresponsiveFrame struct {
-	V       int    `json:"v"`
-	Kind    string `json:"kind"`
-	Ref     string `json:"ref,omitempty"`
-	Room    string `json:"room"`
-	ID      string `json:"id"`
-	Epoch   string `json:"epoch"`
-	Seq     uint64 `json:"seq"`
+	wsPublishedFrame
 	Receipt string `json:"receipt"`
 	Message string `json:"message"`
 	clientStatus
@@ -327,12 +315,11 @@ func (wc *wsConn) publishReceipt(f wsFrame, msg replay.Message, d time.Duration)
 		wc.s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 		return wsErrorOf(f.Ref, f.Room, aerr)
 	}
+	pub := wsPublishedFrame{V: wsVersion, Kind: wsPublished, Ref: f.Ref, Room: ev.Room, ID: ev.ID(), Epoch: ev.Epoch, Seq: ev.Seq}
 	if rc.acked {
-		return wsJSON(wsAckedFrame{V: wsVersion, Kind: wsPublished, Ref: f.Ref, Room: ev.Room, ID: ev.ID(), Epoch: ev.Epoch, Seq: ev.Seq,
-			Receipt: "acked", Client: rc.status.Client, AckedAt: fmtTime(rc.at)})
+		return wsJSON(wsAckedFrame{wsPublishedFrame: pub, Receipt: "acked", Client: rc.status.Client, AckedAt: fmtTime(rc.at)})
 	}
-	return wsJSON(wsUnresponsiveFrame{V: wsVersion, Kind: wsPublished, Ref: f.Ref, Room: ev.Room, ID: ev.ID(), Epoch: ev.Epoch, Seq: ev.Seq,
-		Receipt: "unresponsive", Message: unresponsiveMessage, clientStatus: rc.status})
+	return wsJSON(wsUnresponsiveFrame{wsPublishedFrame: pub, Receipt: "unresponsive", Message: unresponsiveMessage, clientStatus: rc.status})
 }
 
 // clientRoute serves GET /clients/{id} on the public listener: the client's receipt

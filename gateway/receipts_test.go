@@ -107,21 +107,28 @@ func ownerAcks(t testing.TB, owner *wsClient, room string) string {
 	return m.ID
 }
 
+// twoPods starts pods <name>-a and <name>-b on the Redis Cluster, each serving its
+// pod notices, and returns once both listen.
+func twoPods(t *testing.T, name string) (*pod, *pod) {
+	t.Helper()
+	c := redistest.SharedCluster(t)
+	pods := make([]*pod, 2)
+	for i, id := range []string{name + "-a", name + "-b"} {
+		pods[i] = newFleetPod(t, c, replay.RedisConfig{}, podConfig{gw: gateway.Config{PodID: id, OwnerTTL: time.Hour}})
+		watchOwners(t, pods[i])
+		replaytest.Eventually(t, 20*time.Second, id+"'s notice listener subscribed", func() bool {
+			return podSubscribers(t, c, id) == 1
+		})
+	}
+	return pods[0], pods[1]
+}
+
 // TestReceiptAcrossPods: two pods on the Redis Cluster; the client's connection is
 // on pod B, a publish to its inbox with Wait-For hits pod A. The owner's ack on B
 // answers A's publish with 201 long before its timeout (the receipt notice, not
 // the final read), and A's GET /clients/{id} shows the ack once B has recorded it.
 func TestReceiptAcrossPods(t *testing.T) {
-	c := redistest.SharedCluster(t)
-	a := newFleetPod(t, c, replay.RedisConfig{}, podConfig{gw: gateway.Config{PodID: "rcpt-a", OwnerTTL: time.Hour}})
-	b := newFleetPod(t, c, replay.RedisConfig{}, podConfig{gw: gateway.Config{PodID: "rcpt-b", OwnerTTL: time.Hour}})
-	watchOwners(t, a)
-	watchOwners(t, b)
-	for _, id := range []string{"rcpt-a", "rcpt-b"} {
-		replaytest.Eventually(t, 20*time.Second, id+"'s notice listener subscribed", func() bool {
-			return podSubscribers(t, c, id) == 1
-		})
-	}
+	a, b := twoPods(t, "rcpt")
 	client := redistest.Prefix(t) + "-rig"
 	inbox := "inbox." + client
 	owner := dialWS(t, b)
@@ -226,6 +233,26 @@ func TestReceiptWaitRefused(t *testing.T) {
 	c.publish(wsclient.Publish{Room: "inbox.rig", Body: 1, Ref: "y", WaitFor: "ack", WaitTimeoutMS: 30001})
 	if m := c.next(); m.Kind != wsclient.KindError || m.Error != "invalid_wait" || m.Ref != "y" {
 		t.Fatalf("WebSocket publish waiting over the max: %+v; want invalid_wait", m)
+	}
+}
+
+// TestReceiptWaitersBounded: with every place for a waiting publish taken, a
+// publish with Wait-For is refused with 503 before it is published; once a place
+// is free, it waits again.
+func TestReceiptWaitersBounded(t *testing.T) {
+	p := newPod(t, podConfig{})
+	release := gateway.TakeReceiptWaiters(p.srv)
+	res := do(t, http.MethodPost, p.public.URL+"/rooms/inbox.rig/events", `{"n":1}`, "Content-Type", "application/json", "Wait-For", "ack")
+	if res.status != http.StatusServiceUnavailable || res.header.Get("Retry-After") != "1" || !strings.Contains(res.body, `"unavailable"`) {
+		t.Fatalf("%d %s; want 503 unavailable with Retry-After", res.status, res.body)
+	}
+	if evs, _, err := p.log.Since(context.Background(), "inbox.rig", replay.Position{}, 10); err != nil || len(evs) != 0 {
+		t.Fatalf("inbox.rig holds %v (%v); want nothing published", evs, err)
+	}
+	release()
+	if got := answer(t, publishWaiting(p.public.URL, "inbox.rig", `{"n":1}`, "ack; timeout=1ms")); got.status != http.StatusAccepted ||
+		got.body.Connected || got.body.LastAck != "" {
+		t.Fatalf("%d %s; want 202 for a client nobody owns", got.status, got.raw)
 	}
 }
 
