@@ -28,39 +28,43 @@ func TestReceiptMeasure(t *testing.T) {
 	owner := dialWS(t, b)
 	owner.welcome(client, boot1, map[string]string{inbox: ""})
 
-	// (1) Redis calls for n acks.
-	var owners, all atomic.Int64
-	b.log.(*replay.RedisLog).ObserveCalls(func(op replay.RedisOp, _ time.Duration, _ error) {
-		all.Add(1)
-		if op == replay.OpOwner {
-			owners.Add(1)
+	// (1) Redis calls for n acks: as fast as the events come, then paced over
+	// about 3 s (one ack every 3s/n).
+	for _, pace := range []time.Duration{0, 3 * time.Second / time.Duration(n)} {
+		var owners, all atomic.Int64
+		b.log.(*replay.RedisLog).ObserveCalls(func(op replay.RedisOp, _ time.Duration, _ error) {
+			all.Add(1)
+			if op == replay.OpOwner {
+				owners.Add(1)
+			}
+		})
+		items := make([]string, n)
+		for i := range items {
+			items[i] = `{"room":"` + inbox + `","body":1}`
 		}
-	})
-	items := make([]string, n)
-	for i := range items {
-		items[i] = `{"room":"` + inbox + `","body":1}`
-	}
-	for len(items) > 0 {
-		k := min(len(items), 1000)
-		if res := do(t, http.MethodPost, a.public.URL+"/events", "["+strings.Join(items[:k], ",")+"]", "Content-Type", "application/json"); res.status != http.StatusOK {
-			t.Fatalf("batch: %d %s", res.status, res.body)
+		for len(items) > 0 {
+			k := min(len(items), 1000)
+			if res := do(t, http.MethodPost, a.public.URL+"/events", "["+strings.Join(items[:k], ",")+"]", "Content-Type", "application/json"); res.status != http.StatusOK {
+				t.Fatalf("batch: %d %s", res.status, res.body)
+			}
+			items = items[k:]
 		}
-		items = items[k:]
+		start := time.Now()
+		var last string
+		for range n {
+			last = ownerAcks(t, owner, inbox)
+			time.Sleep(pace) // the measured load, not a synchronisation
+		}
+		acking := time.Since(start)
+		reader := control(t, a.log).Receipts
+		replaytest.Eventually(t, 10*time.Second, "the last ack recorded", func() bool {
+			_, ack, ok, err := reader.ClientAck(context.Background(), client, inbox)
+			return err == nil && ok && ack.ID.String() == last
+		})
+		t.Logf("%d acks in %v: pod B made %d ownership calls (ack writes) and %d Redis calls in all until the last ack was recorded",
+			n, acking.Round(time.Millisecond), owners.Load(), all.Load())
+		b.log.(*replay.RedisLog).ObserveCalls(nil)
 	}
-	start := time.Now()
-	var last string
-	for range n {
-		last = ownerAcks(t, owner, inbox)
-	}
-	acking := time.Since(start)
-	reader := control(t, a.log).Receipts
-	replaytest.Eventually(t, 10*time.Second, "the last ack recorded", func() bool {
-		_, ack, ok, err := reader.ClientAck(context.Background(), client, inbox)
-		return err == nil && ok && ack.ID.String() == last
-	})
-	t.Logf("%d acks in %v: pod B made %d ownership calls (ack writes) and %d Redis calls in all until the last ack was recorded",
-		n, acking.Round(time.Millisecond), owners.Load(), all.Load())
-	b.log.(*replay.RedisLog).ObserveCalls(nil)
 
 	// (2) Publish latency with and without Wait-For.
 	took := make(chan time.Duration, n)
