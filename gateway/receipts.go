@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,7 +345,9 @@ func (r *receipts) flush(ctx context.Context) {
 	r.mu.Unlock()
 	for len(recs) > 0 {
 		n := min(len(recs), replay.MaxAckBatch)
-		if _, err := r.store.RecordAcks(ctx, recs[:n]); err != nil {
+		if _, err := r.store.RecordAcks(ctx, recs[:n]); errors.Is(err, replay.ErrClosed) {
+			return
+		} else if err != nil {
 			// The next flush tries them again.
 			r.s.cfg.Logger.Warn("acks not recorded", "clients", n, "err", err)
 			r.redo(recs[:n])

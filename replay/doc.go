@@ -133,8 +133,9 @@
 // with the entry: a claim starts without any, a refresh keeps them, a release or
 // an expiry forgets them; an entry keeps at most MaxAckRooms rooms. A RedisLog
 // keeps them as the fields ack:<room> ("<epoch>:<seq> <Unix ms>") of the entry's
-// hash, written by the library's roomcast_v1_acks (only while the session owns the
-// client) in one pipeline per batch; a MemoryLog in the entry itself.
+// hash, with their count in the field acks, written by the library's
+// roomcast_v1_acks (only while the session owns the client) in one pipeline per
+// batch; a MemoryLog in the entry itself.
 //
 // # Must not
 //
