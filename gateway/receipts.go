@@ -121,7 +121,8 @@ func (r *receipts) drop(what string) {
 }
 
 // acked takes a client's ack (one the connection accepted) and wakes the waits it
-// covers. It does no I/O: the loop's workers call it.
+// covers, even when a bound keeps it from being recorded. It does no I/O: the
+// loop's workers call it.
 func (r *receipts) acked(wc *wsConn, room, id string) {
 	pos, err := replay.ParsePosition(id)
 	if err != nil {
@@ -130,6 +131,9 @@ func (r *receipts) acked(wc *wsConn, room, id string) {
 	a := replay.Ack{Room: room, ID: pos, At: time.UnixMilli(time.Now().UnixMilli())}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if room == inboxPrefix+wc.client {
+		r.fireLocked(wc.client, a)
+	}
 	ca := r.clients[wc.client]
 	switch {
 	case ca == nil && len(r.clients) >= maxAckClients:
@@ -144,9 +148,6 @@ func (r *receipts) acked(wc *wsConn, room, id string) {
 		return
 	}
 	ca.acks[room], ca.dirty[room] = a, true
-	if room == inboxPrefix+wc.client {
-		r.fireLocked(wc.client, a)
-	}
 }
 
 // fireLocked answers the waits for client's acks that a covers.
