@@ -112,6 +112,9 @@ func (s *Server) parseBatchRequest(r *http.Request) (auth.Principal, *apiError) 
 	if !isJSON(r) {
 		return p, errBatchMediaType
 	}
+	if r.Header["Wait-For"] != nil {
+		return p, errWaitBatch
+	}
 	return p, contentEncodingError(r)
 }
 

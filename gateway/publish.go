@@ -31,6 +31,10 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	if r.Header["Wait-For"] != nil {
+		s.publishReceipt(w, r, room, msg)
+		return
+	}
 	ev, aerr := s.append(r.Context(), room, msg)
 	if aerr != nil {
 		writeError(w, aerr)

@@ -56,6 +56,7 @@ type Server struct {
 	wsClaims   map[string]*claimTurn  // the claims of each client id in progress on the pod
 	wsOpen     atomic.Int64           // open WebSocket connections
 	wsClosed   *prometheus.CounterVec // WebSocket closes by code
+	receipts   *receipts              // clients' acks and the publishes waiting for them
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and
@@ -91,6 +92,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		}
 		s.notices = ctl.Notices
 	}
+	s.receipts = newReceipts(s, ctl.Receipts)
 	if s.occupancy = cfg.Occupancy; s.occupancy == nil && ctl.Occupancy != nil {
 		s.occupancy = ctl.Occupancy
 	}
@@ -156,6 +158,7 @@ func (s *Server) publicRouter() *chi.Mux {
 	r.Head("/events", s.muxHead)
 	r.Get("/ws", uncounted(s.websocket))
 	r.Post("/tickets", s.issueTicket)
+	r.Get("/clients/{id}", s.clientRoute)
 	r.NotFound(pages.ServeHTTP)
 	return r
 }

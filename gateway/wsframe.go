@@ -59,7 +59,9 @@ type wsFrame struct {
 	Body           json.RawMessage `json:"body"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Ref            string          `json:"ref"`
-	TTL            json.RawMessage `json:"ttl"` // as Event-TTL: "30s", or whole seconds
+	TTL            json.RawMessage `json:"ttl"`             // as Event-TTL: "30s", or whole seconds
+	WaitFor        string          `json:"wait_for"`        // "ack": wait for a receipt (receipts_publish.go)
+	WaitTimeoutMS  int64           `json:"wait_timeout_ms"` // 0: DefaultReceiptWait
 
 	// ping
 	Data json.RawMessage `json:"data"`

@@ -55,9 +55,18 @@ func parseCloseNotice(n string) (client, session string, ok bool) {
 }
 
 // WatchOwners closes the pod's WebSocket connections that other pods displaced: it
-// serves the notices sent to this pod until ctx ends. Start it once per Server.
+// serves the notices sent to this pod until ctx ends. It also records the pod's
+// clients' acks and serves receipts (receipts.go) meanwhile. Start it once per
+// Server.
 func (s *Server) WatchOwners(ctx context.Context) error {
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.receipts.run(rctx) }()
+	defer func() { stop(); <-done }()
 	return s.notices.PodNotices(ctx, s.cfg.PodID, func(n string) {
+		if s.receipts.notice(n) {
+			return
+		}
 		client, session, ok := parseCloseNotice(n)
 		if !ok {
 			s.cfg.Logger.Warn("ignored a pod notice that is not a close notice")

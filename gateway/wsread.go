@@ -65,6 +65,8 @@ func (wc *wsConn) serve(f wsFrame) {
 	case wsAck:
 		if aerr := wc.ack(f); aerr != nil {
 			wc.send(wsErrorOf("", f.Room, aerr))
+		} else {
+			wc.s.receipts.acked(wc, f.Room, f.ID)
 		}
 	case wsPublish:
 		wc.send(wc.publish(f))
@@ -131,6 +133,13 @@ func (wc *wsConn) publish(f wsFrame) []byte {
 	if aerr != nil {
 		s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
 		return wsErrorOf(f.Ref, f.Room, aerr)
+	}
+	if d, aerr := wsWaitFor(f); aerr != nil || d > 0 {
+		if aerr != nil {
+			s.m.publishErrors.WithLabelValues(aerr.Code).Inc()
+			return wsErrorOf(f.Ref, f.Room, aerr)
+		}
+		return wc.publishReceipt(f, msg, d)
 	}
 	ev, aerr := s.append(wc.ctx, f.Room, msg)
 	if aerr != nil {

@@ -16,6 +16,7 @@ type Control struct {
 	Owners      Owners      // which connection owns each WebSocket client id
 	Notices     Notices     // short notices to one pod (close a displaced client)
 	Pods        Pods        // which live process holds each pod id (pods.go)
+	Receipts    Receipts    // each client's last ack per room, with its owner (receipts.go)
 }
 
 // ControlOf returns the control plane that shares log's backend, and false for a
@@ -30,9 +31,9 @@ func ControlOf(log Log) (Control, bool) {
 	for {
 		switch l := log.(type) {
 		case *RedisLog:
-			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods}, true
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods, Receipts: l.owners}, true
 		case *MemoryLog:
-			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods}, true
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods, Receipts: l.owners}, true
 		case interface{ Unwrap() Log }:
 			if log = l.Unwrap(); log != nil {
 				continue

@@ -132,6 +132,18 @@
 // and notices read back are validated; malformed ones are counted
 // (RedisStats.BadOwners) and ignored.
 //
+// # Receipts
+//
+// Both Owners also keep Receipts (receipts.go): each client's last ack per room and
+// when it was sent, in its ownership entry, written by the owning session in
+// batches (RecordAcks) and read with the owner (ClientAck). The acks live and die
+// with the entry: a claim starts without any, a refresh keeps them, a release or
+// an expiry forgets them; an entry keeps at most MaxAckRooms rooms. A RedisLog
+// keeps them as the fields ack:<room> ("<epoch>:<seq> <Unix ms>") of the entry's
+// hash, with their count in the field acks, written by the library's
+// roomcast_v1_acks (only while the session owns the client) in one pipeline per
+// batch; a MemoryLog in the entry itself.
+//
 // # Must not
 //
 // replay knows nothing about HTTP or about who listens. The doorbell callback it is

@@ -13,7 +13,7 @@ import (
 )
 
 // exerciseOwners runs everything the ownership registry does through two logs (two
-// pods): claim, takeover, a refused claim, refresh, a stale refresh, owner, release,
+// pods): claim, takeover, a refused claim, refresh, a stale refresh, owner, acks, release,
 // and a notice from one pod to the other's channel, in another slot than the
 // client's key.
 func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
@@ -44,6 +44,13 @@ func exerciseOwners(t *testing.T, a, b *replay.RedisLog) {
 	}
 	if o, ok, err := ctlA.Owners.ClientOwner(ctx, client); err != nil || !ok || o.Session != "sB" {
 		t.Fatalf("owner: %+v, %v, %v", o, ok, err)
+	}
+	ack := replay.Ack{Room: "inbox.acl", ID: replay.Position{Epoch: "e", Seq: 3}, At: time.UnixMilli(1_700_000_000_000)}
+	if n, err := ctlB.Receipts.RecordAcks(ctx, []replay.AckRecord{{Client: client, Session: "sB", Acks: []replay.Ack{ack}}}); err != nil || n != 1 {
+		t.Fatalf("record acks: %d, %v", n, err)
+	}
+	if _, got, ok, err := ctlA.Receipts.ClientAck(ctx, client, "inbox.acl"); err != nil || !ok || got.ID != ack.ID {
+		t.Fatalf("client ack: %+v, %v, %v", got, ok, err)
 	}
 	if err := ctlA.Owners.ReleaseClient(ctx, client, "sA"); err != nil {
 		t.Fatalf("release by a non-owner: %v", err)

@@ -20,6 +20,7 @@ type memOwners struct {
 type memOwner struct {
 	Owner
 	expires time.Time
+	acks    map[string]Ack // the last ack per room (receipts_memory.go); nil: none
 }
 
 var _ Owners = (*memOwners)(nil)

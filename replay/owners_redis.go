@@ -184,34 +184,42 @@ func (ro *redisOwners) call(ctx context.Context, fn string, max int64, client st
 // ClientOwner implements Owners with HMGET. A malformed entry is counted and
 // reported as no owner.
 func (ro *redisOwners) ClientOwner(ctx context.Context, client string) (Owner, bool, error) {
+	o, _, ok, err := ro.read(ctx, client)
+	return o, ok, err
+}
+
+// read reads client's owner and the entry's extra fields ("" each when absent) with
+// one HMGET. A malformed entry is counted and reported as no owner.
+func (ro *redisOwners) read(ctx context.Context, client string, extra ...string) (Owner, []string, bool, error) {
 	l := ro.l
 	if l.isClosed.Load() {
-		return Owner{}, false, ErrClosed
+		return Owner{}, nil, false, ErrClosed
 	}
 	if !ValidClient(client) {
-		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w", client, ErrInvalid)
+		return Owner{}, nil, false, fmt.Errorf("replay: client owner %q: %w", client, ErrInvalid)
 	}
 	if err := l.usable(); err != nil {
-		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w", client, err)
+		return Owner{}, nil, false, fmt.Errorf("replay: client owner %q: %w", client, err)
 	}
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
+	fields := append([]string{"boot", "session", "pod", "since", "identity"}, extra...)
 	var arr []rueidis.RedisMessage
 	err := l.retry(cctx, true, func(ctx context.Context) error {
-		cmd := l.client.B().Hmget().Key(redisClientKey(client)).Field("boot", "session", "pod", "since", "identity").Build()
+		cmd := l.client.B().Hmget().Key(redisClientKey(client)).Field(fields...).Build()
 		var err error
 		arr, err = l.do(ctx, OpOwner, l.client, cmd).ToArray()
 		return err
 	})
 	if err != nil {
-		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w", client, l.mapErr(ctx, err))
+		return Owner{}, nil, false, fmt.Errorf("replay: client owner %q: %w", client, l.mapErr(ctx, err))
 	}
-	if len(arr) != 5 {
-		return Owner{}, false, fmt.Errorf("replay: client owner %q: %w: HMGET answered %d values", client, ErrUnavailable, len(arr))
+	if len(arr) != len(fields) {
+		return Owner{}, nil, false, fmt.Errorf("replay: client owner %q: %w: HMGET answered %d values", client, ErrUnavailable, len(arr))
 	}
-	f := make([]string, 5)
+	f := make([]string, len(fields))
 	none := true
-	for i, m := range arr {
+	for i, m := range arr[:5] {
 		if m.IsNil() {
 			continue
 		}
@@ -219,12 +227,17 @@ func (ro *redisOwners) ClientOwner(ctx context.Context, client string) (Owner, b
 		f[i], _ = m.ToString() // not a string: stays "", which fails validation
 	}
 	if none {
-		return Owner{}, false, nil
+		return Owner{}, nil, false, nil
 	}
 	o, ok := decodeOwner(client, f[0], f[1], f[2], f[3], f[4])
 	if !ok {
 		ro.badOwner("client owner entry")
-		return Owner{}, false, nil
+		return Owner{}, nil, false, nil
 	}
-	return o, true, nil
+	for i, m := range arr[5:] {
+		if !m.IsNil() {
+			f[5+i], _ = m.ToString()
+		}
+	}
+	return o, f[5:], true, nil
 }

@@ -13,7 +13,9 @@
 --                       during a slot migration would fail with TRYAGAIN)
 --   room:client:{c}     hash: boot, session, pod, since (Unix ms), identity, with a
 --                       TTL: the connection that owns client id c (claim_as,
---                       refresh_as, release; claim and refresh for older pods)
+--                       refresh_as, release; claim and refresh for older pods);
+--                       and ack:<room> "<epoch>:<seq> <Unix ms>", the client's last
+--                       ack in each room, and acks, how many rooms have one (acks)
 --   room:pod:{p}:live   hash: instance, host, pid, started, admin, refreshed (Unix
 --                       ms), with a TTL: the live process that holds pod id p
 --                       (pod, pod_release)
@@ -460,6 +462,43 @@ local function release(keys, args)
   return 1
 end
 
+-- acks: KEYS client key; ARGV session, then pairs of room and ack ("<epoch>:<seq>
+-- <Unix ms>"). Sets the field ack:<room> of each while session owns the client,
+-- for at most 256 rooms (acks of further rooms are dropped), counting the rooms in
+-- the field acks. Returns 1 when it did, 0 when session is not the owner (or there
+-- is no entry), and changes nothing then.
+local ACK_ROOM = '^[%w%._~%-]+$'
+local ACK_VALUE = '^[^%s:]+:%d+ %d+$'
+local MAX_ACK_ROOMS = 256
+local function acks(keys, args)
+  local key = client_key(keys)
+  if not key then
+    return fail('bad client key')
+  end
+  if #args < 3 or #args % 2 ~= 1 or #args > 1 + 2 * MAX_ACK_ROOMS or not valid_session(args[1]) then
+    return fail('acks takes a session and pairs of room and ack')
+  end
+  for i = 2, #args, 2 do
+    local room, ack = args[i], args[i + 1]
+    if #room > 128 or not string.match(room, ACK_ROOM) or #ack > 128 or not string.match(ack, ACK_VALUE) then
+      return fail('bad room or ack')
+    end
+  end
+  local cur = redis.call('HMGET', key, 'session', 'acks')
+  if cur[1] ~= args[1] then
+    return 0
+  end
+  local rooms = integer(cur[2]) or 0
+  for i = 2, #args, 2 do
+    local field = 'ack:' .. args[i]
+    if rooms < MAX_ACK_ROOMS or redis.call('HMGET', key, field)[1] then
+      rooms = rooms + redis.call('HSET', key, field, args[i + 1])
+    end
+  end
+  redis.call('HSET', key, 'acks', fmt(rooms))
+  return 1
+end
+
 -- Pods' liveness records: one live process per pod id. A record's instance is
 -- random, made once per process start, so a process knows its own record.
 local POD_KEY = '^room:pod:{(.+)}:live$'
@@ -546,5 +585,6 @@ redis.register_function('roomcast_v1_refresh', refresh)
 redis.register_function('roomcast_v1_release', release)
 redis.register_function('roomcast_v1_claim_as', claim_as)
 redis.register_function('roomcast_v1_refresh_as', refresh_as)
+redis.register_function('roomcast_v1_acks', acks)
 redis.register_function('roomcast_v1_pod', pod)
 redis.register_function('roomcast_v1_pod_release', pod_release)

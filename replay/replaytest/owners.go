@@ -56,6 +56,9 @@ func RunOwners(t *testing.T, open OwnersFactory) {
 		{"ConcurrentClaims", concurrentClaims},
 		{"Validates", ownersValidate},
 		{"PodNotices", podNotices},
+		{"Receipts", receipts},
+		{"ReceiptsRoomBound", receiptsRoomBound},
+		{"ReceiptsValidate", receiptsValidate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

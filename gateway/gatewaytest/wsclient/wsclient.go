@@ -51,6 +51,15 @@ type Frame struct {
 	Error   string            `json:"error"`
 	Message string            `json:"message"`
 	Data    json.RawMessage   `json:"data"` // pong
+	// published, of a publish that waited for a receipt: "acked" (AckedAt) or
+	// "unresponsive" (the client's status).
+	Receipt            string `json:"receipt"`
+	Client             string `json:"client"`
+	AckedAt            string `json:"acked_at"`
+	Connected          bool   `json:"connected"`
+	LastAck            string `json:"last_ack"`
+	LastAckAt          string `json:"last_ack_at"`
+	OldestUnackedAgeMS int64  `json:"oldest_unacked_age_ms"`
 }
 
 // DefaultReadLimit bounds one server message unless Options.ReadLimit says
@@ -158,6 +167,10 @@ type Publish struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	Ref            string `json:"ref,omitempty"` // echoed in the published or error answer
 	TTL            string `json:"ttl,omitempty"` // the event's time to live, as Event-TTL: "30s", "90"
+	// WaitFor "ack" waits for the receipt of a publish to a client's inbox, up to
+	// WaitTimeoutMS (0: the server's default).
+	WaitFor       string `json:"wait_for,omitempty"`
+	WaitTimeoutMS int64  `json:"wait_timeout_ms,omitempty"`
 }
 
 // Publish sends a publish frame.
