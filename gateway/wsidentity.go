@@ -74,7 +74,7 @@ func (wc *wsConn) logClose(code websocket.StatusCode, reason string) {
 	default:
 		return
 	}
-	attrs := append([]any{"code", int(code), "reason", reason, "client", wc.client, "identity", wc.identity,
+	attrs := append([]any{"code", int(code), "reason", reason, "client", wc.client, "agent", wc.agent, "identity", wc.identity,
 		"pod", wc.s.cfg.PodID, "session", wc.session}, wc.closeAttrs...)
 	wc.s.cfg.Logger.Log(context.Background(), level, "websocket client closed", attrs...)
 }
