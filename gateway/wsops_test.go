@@ -243,6 +243,29 @@ func TestWSRateLimit(t *testing.T) {
 	t.Logf("served %d pongs refilled at 2/s after the burst", pongs)
 }
 
+// TestWSAcksAreNotRateLimited: a client may acknowledge every event however fast
+// they come; its acks take nothing from its bucket.
+func TestWSAcksAreNotRateLimited(t *testing.T) {
+	p := newPod(t, podConfig{gw: gateway.Config{WSRate: 1, WSBurst: 1}})
+	c := dialWS(t, p)
+	c.welcome("acker-fast", boot1, map[string]string{"a": ""})
+	for i := range 10 {
+		p.publish(t, "a", fmt.Sprint(i))
+	}
+	for range 10 {
+		m := c.next()
+		if m.Kind != "event" {
+			t.Fatalf("want an event, got %+v", m)
+		}
+		c.ack("a", m.ID)
+	}
+	// The bucket is still full: a ping is answered, with no error before it.
+	c.send(`{"v":1,"kind":"ping","data":1}`)
+	if m := c.next(); m.Kind != "pong" {
+		t.Fatalf("after ten acks: %+v, want the pong", m)
+	}
+}
+
 // TestMaxStreamsPerUser: one user (sub) holds at most --max-streams-per-user
 // streams, multiplexed streams and WebSocket connections on the pod, together;
 // another user and anonymous clients are not held back by it, and a place freed is

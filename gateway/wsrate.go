@@ -8,10 +8,12 @@ import (
 )
 
 // What a client's message after the hello comes to, decided once for both paths:
-// the connection's rate limit, then the frame's checks. A token bucket per
-// connection (Config.WSRate frames per second, bursts of Config.WSBurst) bounds
-// the messages a client sends; it is refilled lazily, on each message, with no
-// timer. Control frames (pings, pongs, closes) are not counted.
+// the protocol version, the connection's rate limit, then the frame's checks. A
+// token bucket per connection (Config.WSRate messages per second, bursts of
+// Config.WSBurst) bounds the messages a client sends; it is refilled lazily, on
+// each message, with no timer. Acks are not counted: their rate follows the
+// events the server sends (a client may ack every one), not the client's will.
+// Control frames (pings, pongs, closes) are not counted either.
 //
 // A message over the limit is dropped. The first is answered with an error frame,
 // rate_limited; those that come within wsRateGrace of that answer are dropped
@@ -89,29 +91,49 @@ type wsInbound struct {
 // inbound decides what a client's message after the hello comes to: text says
 // whether it is a text message, p is its payload.
 func (wc *wsConn) inbound(now time.Time, text bool, p []byte) wsInbound {
-	cfg := &wc.s.cfg
-	if cfg.WSRate > 0 {
-		switch wc.rate.take(now.UnixNano(), cfg.WSRate, cfg.WSBurst) {
-		case rateWarn:
-			wc.s.wsRateLimited.WithLabelValues("warned").Inc()
-			return wsInbound{answer: wsErrorOf("", "", errRateLimited)}
-		case rateDrop:
-			wc.s.wsRateLimited.WithLabelValues("dropped").Inc()
-			return wsInbound{}
-		case rateClose:
-			wc.s.wsRateLimited.WithLabelValues("closed").Inc()
-			return wsInbound{code: wsPolicyViolation, why: "rate limit: too many frames after the rate_limited error"}
-		}
+	var (
+		f   wsFrame
+		err = errWSFrame
+	)
+	if text {
+		f, err = decodeWSFrame(p)
 	}
-	if !text {
-		return wsInbound{answer: wsErrorOf("", "", newError(0, "invalid_frame", "frames are JSON text messages"))}
-	}
-	f, err := decodeWSFrame(p)
 	switch {
 	case errors.Is(err, errWSVersion):
 		return wsInbound{code: wsBadHello, why: "bad frame: " + err.Error()}
+	case err == nil && f.Kind == wsAck:
+		// Not counted: acks follow the events the server sends, one each at most.
+		return wsInbound{f: f, serve: true}
+	}
+	if in, limited := wc.limit(now); limited {
+		return in
+	}
+	switch {
+	case !text:
+		return wsInbound{answer: wsErrorOf("", "", newError(0, "invalid_frame", "frames are JSON text messages"))}
 	case err != nil:
 		return wsInbound{answer: wsErrorOf("", "", newError(0, "invalid_frame", err.Error()))}
 	}
 	return wsInbound{f: f, serve: true}
+}
+
+// limit takes a message's token from the connection's bucket; limited says the
+// message goes no further, and in what comes of it instead.
+func (wc *wsConn) limit(now time.Time) (in wsInbound, limited bool) {
+	cfg := &wc.s.cfg
+	if cfg.WSRate <= 0 {
+		return wsInbound{}, false
+	}
+	switch wc.rate.take(now.UnixNano(), cfg.WSRate, cfg.WSBurst) {
+	case rateWarn:
+		wc.s.wsRateLimited.WithLabelValues("warned").Inc()
+		return wsInbound{answer: wsErrorOf("", "", errRateLimited)}, true
+	case rateDrop:
+		wc.s.wsRateLimited.WithLabelValues("dropped").Inc()
+		return wsInbound{}, true
+	case rateClose:
+		wc.s.wsRateLimited.WithLabelValues("closed").Inc()
+		return wsInbound{code: wsPolicyViolation, why: "rate limit: too many frames after the rate_limited error"}, true
+	}
+	return wsInbound{}, false
 }
