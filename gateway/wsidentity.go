@@ -63,13 +63,13 @@ func (wc *wsConn) checkClient() (websocket.StatusCode, string) {
 }
 
 // logClose logs a close that refused or ended a connection because of who it is or
-// what it sent (4400, 4401, 4403, 4409), once, with its identity, client id (when the
+// what it sent (4400, 4401, 4403, 4409, and 1008 for its rate), once, with its identity, client id (when the
 // hello named a valid one), pod and reason; never its credential.
 func (wc *wsConn) logClose(code websocket.StatusCode, reason string) {
 	level := slog.LevelInfo
 	switch code {
 	case wsBadHello, wsUnauthorized, wsSuperseded:
-	case wsForbidden:
+	case wsForbidden, wsPolicyViolation:
 		level = slog.LevelWarn
 	default:
 		return

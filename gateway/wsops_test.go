@@ -128,10 +128,12 @@ func TestWSAnsweringPeerOutlivesThePongTimeout(t *testing.T) {
 	}
 }
 
-// TestWSHelloAgent: a hello's agent shows in /admin/clients/{id}; one too long or
-// not printable ASCII is a bad hello (4400).
+// TestWSHelloAgent: a hello's agent shows in /admin/clients/{id} and in the
+// connection's close line; one too long or not printable ASCII is a bad hello
+// (4400).
 func TestWSHelloAgent(t *testing.T) {
-	p := newPod(t, podConfig{})
+	logger, logs := captureLog()
+	p := newPod(t, podConfig{gw: gateway.Config{PodID: "pod-agent", Logger: logger}})
 	c := dialWS(t, p)
 	hello := func(client, agent string) string {
 		b, _ := json.Marshal(map[string]any{"v": 1, "kind": "hello", "client": client, "boot": boot1, "rooms": map[string]string{"a": ""}, "agent": agent})
@@ -144,6 +146,11 @@ func TestWSHelloAgent(t *testing.T) {
 	if status, ci := p.client(t, "versioned"); status != http.StatusOK || ci.Agent != "rig/1.4.2 (linux; go1.26)" {
 		t.Fatalf("/admin/clients/versioned: %d agent %q", status, ci.Agent)
 	}
+	if res := do(t, http.MethodPost, p.admin.URL+"/admin/clients/versioned/close", ""); res.status != http.StatusOK {
+		t.Fatalf("close: %d %s", res.status, res.body)
+	}
+	c.wantClose(4409)
+	wantLogged(t, logs, "websocket client closed", map[string]string{"code": "4409", "client": "versioned", "agent": "rig/1.4.2 (linux; go1.26)", "pod": "pod-agent"})
 	for name, agent := range map[string]string{
 		"65 characters": strings.Repeat("a", 65),
 		"a newline":     "rig/1\n",
@@ -190,7 +197,8 @@ func TestWSOtherVersionAfterTheHelloCloses(t *testing.T) {
 // Messages within the burst are all served.
 func TestWSRateLimit(t *testing.T) {
 	const burst = 5
-	p := newPod(t, podConfig{gw: gateway.Config{WSRate: 2, WSBurst: burst}})
+	logger, logs := captureLog()
+	p := newPod(t, podConfig{gw: gateway.Config{WSRate: 2, WSBurst: burst, Logger: logger}})
 	c := dialWS(t, p)
 	c.welcome("flood", boot1, map[string]string{"a": ""})
 	for i := range burst {
@@ -240,6 +248,7 @@ func TestWSRateLimit(t *testing.T) {
 	if mt.Value("roomcast_ws_rate_limited_total", "outcome", "warned") != 1 || mt.Value("roomcast_ws_rate_limited_total", "outcome", "closed") != 1 {
 		t.Fatalf("roomcast_ws_rate_limited_total: warned %v, closed %v", mt.Value("roomcast_ws_rate_limited_total", "outcome", "warned"), mt.Value("roomcast_ws_rate_limited_total", "outcome", "closed"))
 	}
+	wantLogged(t, logs, "websocket client closed", map[string]string{"code": "1008", "client": "flood"})
 	t.Logf("served %d pongs refilled at 2/s after the burst", pongs)
 }
 
