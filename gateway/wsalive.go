@@ -58,7 +58,7 @@ func (t wsLoopConn) liveness(c *conn, now time.Time) rooms.Reason {
 // every ping interval or third of the claim's TTL, whichever is shorter.
 func (t wsLoopConn) sweepEvery() time.Duration {
 	if t.pinging.Load() {
-		return 0
+		return time.Nanosecond // every sweep; never 0, which a ticker refuses
 	}
 	return min(t.s.cfg.WSPing, t.s.cfg.OwnerTTL/3)
 }
