@@ -315,4 +315,29 @@ func TestMaxStreamsPerUser(t *testing.T) {
 		f, ok := s.nextAny()
 		return ok && f.hasID // the anchor: admitted
 	})
+	// So is the place of a WebSocket connection that ended: with ana at her cap
+	// again, a WebSocket connection is refused until her first one ends.
+	// (The streams that probed for her freed place may take a moment to end.)
+	replaytest.Eventually(t, 10*time.Second, "ana at her cap again", func() bool {
+		s := p.subscribe(t, "r1", "", bearer(ana)...)
+		s.nextAny() // the retry hint
+		if f, ok := s.nextAny(); ok && f.hasID {
+			t.Cleanup(s.close) // held to the end: ana's second place
+			return true
+		}
+		s.close()
+		return false
+	})
+	if _, res, err := dialWSRaw(t, p.public.URL, new(atomic.Int64), bearer(ana)...); err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("ana's WebSocket at her cap: %v, %v; want 503", err, res)
+	}
+	_ = ws.c.CloseNow()
+	replaytest.Eventually(t, 10*time.Second, "ana's WebSocket place freed", func() bool {
+		c, _, err := dialWSRaw(t, p.public.URL, new(atomic.Int64), bearer(ana)...)
+		if err != nil {
+			return false
+		}
+		_ = c.CloseNow()
+		return true
+	})
 }
