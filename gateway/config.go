@@ -117,9 +117,20 @@ type Config struct {
 	// peer address. Only set it behind a proxy that always sets the header.
 	ClientIPHeader string
 	// WSPing is the interval of the pings the server sends on a WebSocket
-	// connection; a peer that sent nothing (no frame, no pong) for three intervals is
-	// closed with 4408 (default 20s).
+	// connection (default 20s).
 	WSPing time.Duration
+	// WSPongTimeout is how long a ping may wait for its answer (its pong, or any
+	// frame from the peer) before the connection is closed with 4408 (default 10s).
+	WSPongTimeout time.Duration
+	// WSRate is how many messages a second a WebSocket client may send after its
+	// hello, in bursts of up to WSBurst (a token bucket per connection; zero: no
+	// limit). See wsrate.go for what comes of an excess.
+	WSRate  float64
+	WSBurst int
+	// MaxStreamsPerUser caps the concurrent streams, multiplexed streams and
+	// WebSocket connections of one authenticated user (the credential's sub) on the
+	// pod; connections without a sub are not counted (zero: no cap).
+	MaxStreamsPerUser int
 	// WSHelloTimeout is how long a WebSocket connection may take to say hello
 	// before it is closed with 4408 (default 10s).
 	WSHelloTimeout time.Duration
@@ -201,6 +212,7 @@ func (c *Config) fill() error {
 	def(&c.BodyTimeout, 10*time.Second)
 	def(&c.MaxTokenAge, 24*time.Hour)
 	def(&c.WSPing, 20*time.Second)
+	def(&c.WSPongTimeout, 10*time.Second)
 	def(&c.WSHelloTimeout, 10*time.Second)
 	def(&c.OwnerTTL, 30*time.Second)
 	if c.IdleLoop == IdleLoopDefault {
@@ -269,11 +281,13 @@ func (c *Config) fill() error {
 		return errors.New("gateway: write, publish and body timeouts must be positive")
 	case c.MaxBody <= 0 || c.MaxBatchBody <= 0 || c.MaxBatchItems <= 0 || c.ReplayBatch <= 0 || c.MaxTTL < minTTL:
 		return errors.New("gateway: body limits, batch items, replay batch and max TTL must be positive")
-	case c.WSPing <= 0 || c.WSHelloTimeout <= 0 || c.OwnerTTL < 3*time.Millisecond:
-		return errors.New("gateway: websocket ping, hello timeout and owner TTL must be positive")
+	case c.WSPing <= 0 || c.WSPongTimeout <= 0 || c.WSHelloTimeout <= 0 || c.OwnerTTL < 3*time.Millisecond:
+		return errors.New("gateway: websocket ping, pong timeout, hello timeout and owner TTL must be positive")
+	case c.WSRate < 0 || c.WSBurst < 0 || c.WSRate > 0 && c.WSBurst < 1:
+		return errors.New("gateway: websocket rate must not be negative, and a rate needs a burst of at least 1")
 	case c.MaxRoomsPerStream < 1 || c.MaxRoomsPerStream > MaxRoomsPerStreamLimit:
 		return fmt.Errorf("gateway: rooms per stream %d: need 1 to %d", c.MaxRoomsPerStream, MaxRoomsPerStreamLimit)
-	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0 || c.MaxAnonymousRoomsPerIP < 0:
+	case c.AcceptRate < 0 || c.AcceptBurst < 0 || c.MaxStreams < 0 || c.MaxStreamsPerIP < 0 || c.MaxConnsPerIP < 0 || c.MaxAnonymousRooms < 0 || c.MaxAnonymousRoomsPerIP < 0 || c.MaxStreamsPerUser < 0:
 		return errors.New("gateway: admission limits must not be negative")
 	}
 	return nil

@@ -55,11 +55,11 @@ func newLoop(s *Server) *loop {
 
 // loopPeriod is how often the workers sweep each of their connections: a quarter
 // of the shortest timer a connection keeps (half the heartbeat, at which a stream
-// ticks; the write timeout; the ping), within 5ms and 250ms. A worker sweeps its
-// connections a slice at a time (sweepSlices), so that a sweep never holds it from
-// its sockets for long.
+// ticks; the write timeout; the ping and its pong's deadline), within 5ms and
+// 250ms. A worker sweeps its connections a slice at a time (sweepSlices), so that
+// a sweep never holds it from its sockets for long.
 func loopPeriod(cfg Config) time.Duration {
-	d := min(cfg.Heartbeat/2, cfg.WriteTimeout, cfg.WSPing) / 4
+	d := min(cfg.Heartbeat/2, cfg.WriteTimeout, cfg.WSPing, cfg.WSPongTimeout) / 4
 	return min(max(d, 5*time.Millisecond), 250*time.Millisecond)
 }
 

@@ -67,7 +67,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			m.authRefused.WithLabelValues(route, why)
 		}
 	}
-	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP, rejectAnonymousRooms, rejectAnonymousRoomsIP} {
+	for _, r := range []string{rejectDraining, rejectRate, rejectCapacity, rejectClientIP, rejectAnonymousRooms, rejectAnonymousRoomsIP, rejectUser} {
 		m.streamsTurned.WithLabelValues(r)
 	}
 	m.streamsOpened.WithLabelValues("true")

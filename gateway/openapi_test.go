@@ -518,6 +518,7 @@ func TestOpenAPITraffic(t *testing.T) {
 		{"GET", adm + "/admin/clients/c!", "", nil, 400},
 		{"POST", adm + "/admin/clients/c1/close", "", nil, 404},
 		{"POST", adm + "/admin/clients/c!/close", "", nil, 400},
+		{"POST", adm + "/admin/clients/c1/close?mode=later", "", nil, 400},
 		{"POST", adm + "/admin/shed?count=2", "", nil, 200},
 		{"POST", adm + "/admin/shed?count=x", "", nil, 400},
 		{"POST", adm + "/admin/revoke", `{"sub":"mallory"}`, json, 200},

@@ -57,6 +57,10 @@ type Server struct {
 	wsOpen     atomic.Int64           // open WebSocket connections
 	wsClosed   *prometheus.CounterVec // WebSocket closes by code
 	receipts   *receipts              // clients' acks and the publishes waiting for them
+	// wsRateLimited counts WebSocket messages over their connection's rate limit,
+	// by what came of them.
+	wsRateLimited *prometheus.CounterVec
+	users         *userCap // streams and connections per user (sub)
 }
 
 // New returns a Server over the log, the room registry and the drain lifecycle, and
@@ -68,7 +72,7 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg),
+	s := &Server{log: log, rooms: reg, drain: dr, cfg: cfg, started: time.Now(), admission: newAdmission(cfg), users: newUserCap(cfg.MaxStreamsPerUser),
 		auth: cfg.Auth, sessions: newSessions(cfg.MaxAnonymousRooms, cfg.MaxAnonymousRoomsPerIP), owners: cfg.Owners, wsByClient: map[string]*wsConn{},
 		wsClaims: map[string]*claimTurn{}, conns: cfg.Connections, hostPolicy: newHostPolicy(cfg.PublicHosts)}
 	if s.conns == nil {

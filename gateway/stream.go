@@ -192,6 +192,9 @@ func (s *Server) admitStream(w http.ResponseWriter, r *http.Request, names ...st
 		release()
 		reject = rejectDraining
 	}
+	if reject == "" {
+		release, reject = s.admitUser(who, release)
+	}
 	if reject == "" && who.Source == auth.SourceAnonymous {
 		// The anonymous cap and quota count rooms: each room of the stream holds one.
 		if releaseRooms, why := s.sessions.holdAnonymous(s.anonymousAddress(r), names...); why == "" {

@@ -65,6 +65,8 @@ type wsConn struct {
 	cancel  context.CancelFunc
 
 	client, boot string // from the hello; set before the connection is registered
+	agent        string // the hello's agent (the client's version), "" when none
+	rate         wsBucket
 	// claimant is who the connection claims its client as (wsClaimant), identity its
 	// Identity; closeAttrs what the close's log line adds (logClose), the writer's.
 	claimant   *auth.Principal // nil: who
@@ -220,6 +222,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		release()
 		reject = rejectDraining
 	}
+	if reject == "" {
+		release, reject = s.admitUser(who, release)
+	}
+	if reject == rejectUser {
+		s.m.streamsTurned.WithLabelValues(reject).Inc()
+		writeError(w, unavailable("this user holds as many connections on this pod as it may (--max-streams-per-user); close one, or retry later"))
+		return
+	}
 	if reject != "" {
 		s.m.streamsTurned.WithLabelValues(reject).Inc()
 		writeError(w, unavailable("the pod cannot take this connection now; retry, another pod may"))
@@ -252,8 +262,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	wc.c, wc.cork = c, cw.conn
 	c.SetReadLimit(s.cfg.MaxBody + wsEnvelopeSlack)
-	s.wsOpen.Add(1)
-	defer s.wsOpen.Add(-1)
+	s.wsOpen.Add(1) // finish takes it back
 	go wc.read()
 	code, reason := wc.run()
 	wc.finish(code, reason)
@@ -280,9 +289,12 @@ func (s *Server) newWSConn(r *http.Request, who auth.Principal, onLoop bool) *ws
 }
 
 // finish closes the connection with code (none: the peer is gone or the socket
-// broke) and waits for its goroutines.
+// broke) and waits for its goroutines. The connection stops counting as open once
+// its close is decided, as on the idle loop: the close handshake with a silent peer
+// may take the library's 5 s.
 func (wc *wsConn) finish(code websocket.StatusCode, reason string) {
 	wc.closing(code, reason)
+	wc.s.wsOpen.Add(-1)
 	if code == 0 {
 		_ = wc.c.CloseNow()
 	} else {
@@ -383,7 +395,7 @@ func (wc *wsConn) run() (websocket.StatusCode, string) {
 	if err != nil {
 		return wsBadHello, "bad hello: " + err.Error()
 	}
-	wc.client, wc.boot = h.client, h.boot
+	wc.client, wc.boot, wc.agent = h.client, h.boot, h.agent
 	if code, reason := wc.checkClient(); code != 0 {
 		return code, reason
 	}
@@ -546,19 +558,15 @@ func (wc *wsConn) write(_ *conn, buf []byte, ends []int) error { return wc.write
 
 func (wc *wsConn) interval() time.Duration { return wc.s.cfg.WSPing }
 
-// tick pings the peer, or ends a connection whose peer has been silent for three
-// ping intervals.
-func (wc *wsConn) tick(_ *conn, now time.Time) rooms.Reason {
-	if now.Sub(time.Unix(0, wc.lastSeen.Load())) > 3*wc.s.cfg.WSPing {
-		wc.kick(wsTimeout, "no frame or pong for three ping intervals")
-		return reasonKicked
-	}
+// tick pings the peer (see wsalive.go for the pong's deadline).
+func (wc *wsConn) tick(_ *conn, _ time.Time) rooms.Reason {
 	wc.ping()
 	return 0
 }
 
-// ping sends a ping, unless one is still waiting for its pong; the pong moves
-// lastSeen.
+// ping sends a ping, unless one is still waiting for its pong, and closes the
+// connection with 4408 when neither its pong nor any other frame comes within the
+// pong timeout.
 func (wc *wsConn) ping() {
 	if wc.pinging.Swap(true) {
 		return
@@ -567,9 +575,12 @@ func (wc *wsConn) ping() {
 	go func() {
 		defer wc.pings.Done()
 		defer wc.pinging.Store(false)
-		ctx, cancel := context.WithTimeout(wc.ctx, wc.s.cfg.WSPing)
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(wc.ctx, wc.s.cfg.WSPongTimeout)
 		defer cancel()
-		_ = wc.c.Ping(ctx)
+		if err := wc.c.Ping(ctx); err != nil && wc.ctx.Err() == nil && wc.silent(time.Now(), sent.UnixNano()) {
+			wc.kickSilent()
+		}
 	}()
 }
 

@@ -31,6 +31,8 @@ func FuzzDecodeWSFrame(f *testing.F) {
 		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"a":"x:1:2"}}`,
 		`{"v":1,"kind":"hello","client":"agent-a","boot":"ffffffff-ffff-7fff-bfff-ffffffffffff","rooms":{"public.x":""}}`,
 		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1235-7abc-8def-0123456789ab","rooms":{"a":""}}`,
+		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"a":""},"agent":"rig/1.2 (linux)"}`,
+		`{"v":1,"kind":"hello","client":"c","boot":"0190b2a8-1234-7abc-8def-0123456789ab","rooms":{"a":""},"agent":"\u0000\u00e9"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -57,6 +59,9 @@ func FuzzDecodeWSFrame(f *testing.F) {
 		}
 		if !replay.ValidClient(h.client) {
 			t.Fatalf("client %q passed", h.client)
+		}
+		if len(h.agent) > maxAgentLen || strings.ContainsFunc(h.agent, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			t.Fatalf("agent %q passed", h.agent)
 		}
 		if b, ok := parseBoot(h.boot); !ok || b != h.boot || h.boot != strings.ToLower(h.boot) || h.boot[14] != '7' {
 			t.Fatalf("boot %q passed", h.boot)
@@ -118,21 +123,24 @@ func FuzzWSEventFrame(f *testing.F) {
 	})
 }
 
-// FuzzCloseNotice: a pod notice parses only as "close <client> <session>" with a
-// valid client and session, and what parses formats back to itself.
+// FuzzCloseNotice: a pod notice parses only as "close <client> <session>
+// [reconnect]" with a valid client and session, and what parses formats back to
+// itself.
 func FuzzCloseNotice(f *testing.F) {
 	f.Add("close rig-1 abcDEF_-1")
+	f.Add("close rig-1 abcDEF_-1 reconnect")
+	f.Add("close rig-1 abcDEF_-1 kick")
 	f.Add("close  rig-1 x y")
 	f.Add("open rig-1 s")
 	f.Fuzz(func(t *testing.T, n string) {
-		client, session, ok := parseCloseNotice(n)
+		client, session, mode, ok := parseCloseNotice(n)
 		if !ok {
 			return
 		}
-		if !replay.ValidClient(client) || !replay.ValidSession(session) {
-			t.Fatalf("%q parsed as %q %q", n, client, session)
+		if !replay.ValidClient(client) || !replay.ValidSession(session) || (mode != closeKick && mode != closeReconnect) {
+			t.Fatalf("%q parsed as %q %q %v", n, client, session, mode)
 		}
-		if c2, s2, ok := parseCloseNotice(closeNotice(client, session)); !ok || c2 != client || s2 != session {
+		if c2, s2, m2, ok := parseCloseNotice(modeCloseNotice(client, session, mode)); !ok || c2 != client || s2 != session || m2 != mode {
 			t.Fatalf("%q does not round-trip", n)
 		}
 	})

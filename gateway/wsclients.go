@@ -29,7 +29,13 @@ func (s *Server) registerWSMetrics(reg prometheus.Registerer) error {
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "roomcast_ws_connections", Help: "Open WebSocket connections.",
 	}, func() float64 { return float64(s.wsOpen.Load()) })
-	for _, c := range []prometheus.Collector{s.wsClosed, open} {
+	s.wsRateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "roomcast_ws_rate_limited_total", Help: "WebSocket messages over their connection's rate limit (--ws-rate), by outcome: warned (answered rate_limited), dropped, closed (1008).",
+	}, []string{"outcome"})
+	for _, o := range []string{"warned", "dropped", "closed"} {
+		s.wsRateLimited.WithLabelValues(o)
+	}
+	for _, c := range []prometheus.Collector{s.wsClosed, open, s.wsRateLimited} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -91,7 +97,7 @@ func (wc *wsConn) claim() (websocket.StatusCode, string) {
 	if prev.Session == "" || prev.Session == wc.session {
 		return 0, ""
 	}
-	s.cfg.Logger.Info("websocket client taken over", "client", wc.client, "identity", wc.identity, "pod", s.cfg.PodID,
+	s.cfg.Logger.Info("websocket client taken over", "client", wc.client, "agent", wc.agent, "identity", wc.identity, "pod", s.cfg.PodID,
 		"session", wc.session, "from_pod", prev.Pod, "from_session", prev.Session)
 	if prev.Pod != "" && prev.Pod != s.cfg.PodID {
 		if err := s.notices.NotifyPod(ctx, prev.Pod, closeNotice(wc.client, prev.Session)); err != nil {
@@ -157,11 +163,14 @@ func (wc *wsConn) releaseClaim() {
 // clientBody is GET /admin/clients/{id}: the client's connection on this pod, or
 // where the fleet's registry says it is.
 type clientBody struct {
-	Client         string `json:"client"`
-	Pod            string `json:"pod"`
-	Boot           string `json:"boot"`
-	Session        string `json:"session"`
-	Identity       string `json:"identity"` // "" for an entry an older version wrote
+	Client   string `json:"client"`
+	Pod      string `json:"pod"`
+	Boot     string `json:"boot"`
+	Session  string `json:"session"`
+	Identity string `json:"identity"` // "" for an entry an older version wrote
+	// Agent is the version the client's hello named; known on the pod that holds
+	// the connection only.
+	Agent          string `json:"agent,omitempty"`
 	Local          bool   `json:"local"`
 	ConnectedSince string `json:"connected_since"`
 	// The rest is known on the pod that holds the connection only.
@@ -184,7 +193,7 @@ func errNoClient(id string) *apiError {
 
 // local describes the pod's own connection.
 func (wc *wsConn) describe() clientBody {
-	b := clientBody{Client: wc.client, Pod: wc.s.cfg.PodID, Boot: wc.boot, Session: wc.session, Identity: wc.identity, Local: true,
+	b := clientBody{Client: wc.client, Pod: wc.s.cfg.PodID, Boot: wc.boot, Session: wc.session, Identity: wc.identity, Agent: wc.agent, Local: true,
 		ConnectedSince: wc.since.UTC().Format(time.RFC3339Nano), Rooms: map[string]clientRoomBody{},
 		LastFrameAt: time.Unix(0, wc.lastSeen.Load()).UTC().Format(time.RFC3339Nano)}
 	wc.mu.Lock()
@@ -226,17 +235,23 @@ func (s *Server) adminClient(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// adminClientClose ends the client's connection with 4409, here or, through the
-// registry, on the pod that holds it.
+// adminClientClose ends the client's connection, here or, through the registry, on
+// the pod that holds it: with 4409 (?mode=kick, the default) or 1012
+// (?mode=reconnect).
 func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if !replay.ValidClient(id) {
 		writeError(w, errBadClient)
 		return
 	}
+	mode, aerr := parseCloseMode(r.URL.Query().Get("mode"))
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	if wc := s.wsLocal(id); wc != nil {
-		wc.kick(wsSuperseded, "closed by an operator")
-		s.cfg.Logger.Info("websocket client closed by an operator", "client", id)
+		wc.kick(mode.code())
+		s.cfg.Logger.Info("websocket client closed by an operator", "client", id, "mode", mode.String(), "agent", wc.agent)
 		writeJSON(w, http.StatusOK, map[string]string{"client": id, "pod": s.cfg.PodID, "closed": "here"})
 		return
 	}
@@ -244,7 +259,7 @@ func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	o, ok, err := s.owners.ClientOwner(ctx, id)
 	if err == nil && ok && o.Pod != s.cfg.PodID {
-		err = s.notices.NotifyPod(ctx, o.Pod, closeNotice(id, o.Session))
+		err = s.notices.NotifyPod(ctx, o.Pod, modeCloseNotice(id, o.Session, mode))
 	}
 	switch {
 	case err != nil:
@@ -254,7 +269,7 @@ func (s *Server) adminClientClose(w http.ResponseWriter, r *http.Request) {
 		// Owned here by a connection that has just ended, or by nobody.
 		writeError(w, errNoClient(id))
 	default:
-		s.cfg.Logger.Info("websocket client close sent to its pod", "client", id, "pod", o.Pod)
+		s.cfg.Logger.Info("websocket client close sent to its pod", "client", id, "pod", o.Pod, "mode", mode.String())
 		writeJSON(w, http.StatusAccepted, map[string]string{"client": id, "pod": o.Pod, "closed": "notified"})
 	}
 }

@@ -37,6 +37,7 @@ const (
 // Bounds of what a client sends.
 const (
 	maxRefLen   = 128
+	maxAgentLen = 64
 	maxPingData = 1 << 10
 )
 
@@ -49,6 +50,7 @@ type wsFrame struct {
 	Client string            `json:"client"`
 	Boot   string            `json:"boot"`
 	Rooms  map[string]string `json:"rooms"`
+	Agent  string            `json:"agent"`
 
 	// ack and publish
 	Room string `json:"room"`
@@ -70,6 +72,10 @@ type wsFrame struct {
 // errWSFrame is why a message is not a frame at all.
 var errWSFrame = errors.New("a frame is one JSON object with \"v\":1 and a \"kind\"")
 
+// errWSVersion is why a frame of another protocol version (or none) is refused:
+// after the hello it closes the connection with 4400, as a bad hello does.
+var errWSVersion = errors.New("unsupported protocol version")
+
 // decodeWSFrame decodes one client message. It refuses anything but one JSON object
 // of version 1 with a kind; the kind itself is not checked here.
 func decodeWSFrame(p []byte) (wsFrame, error) {
@@ -82,7 +88,7 @@ func decodeWSFrame(p []byte) (wsFrame, error) {
 		return wsFrame{}, errWSFrame
 	}
 	if f.V != wsVersion {
-		return wsFrame{}, fmt.Errorf("unsupported protocol version %d: this gateway speaks \"v\":1", f.V)
+		return wsFrame{}, fmt.Errorf("%w %d: this gateway speaks \"v\":1", errWSVersion, f.V)
 	}
 	if f.Kind == "" {
 		return wsFrame{}, errWSFrame
@@ -94,6 +100,7 @@ func decodeWSFrame(p []byte) (wsFrame, error) {
 // where it resumes from.
 type hello struct {
 	client, boot string
+	agent        string // the client's version, "" when the hello names none
 	names        []string
 	from         []replay.Position
 	resumed      []bool
@@ -115,13 +122,16 @@ func parseHello(f wsFrame, maxRooms int, latestBoot time.Time) (hello, error) {
 	if replay.BootTime(boot).After(latestBoot) {
 		return hello{}, errors.New("boot: its time is ahead of the gateway's clock by more than " + wsBootSkew.String())
 	}
+	if !validAgent(f.Agent) {
+		return hello{}, errors.New("agent: at most 64 printable ASCII characters")
+	}
 	if len(f.Rooms) == 0 {
 		return hello{}, errors.New("rooms: name at least one room")
 	}
 	if len(f.Rooms) > maxRooms {
 		return hello{}, fmt.Errorf("rooms: at most %d", maxRooms)
 	}
-	h := hello{client: f.Client, boot: boot, names: make([]string, 0, len(f.Rooms))}
+	h := hello{client: f.Client, boot: boot, agent: f.Agent, names: make([]string, 0, len(f.Rooms))}
 	for name := range f.Rooms {
 		if !replay.ValidRoom(name) {
 			return hello{}, errors.New("rooms: a room name is 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
@@ -171,12 +181,19 @@ func parseBoot(s string) (string, bool) {
 }
 
 // validRef accepts a publish reference of up to 128 printable ASCII characters.
-func validRef(ref string) bool {
-	if len(ref) > maxRefLen {
+func validRef(ref string) bool { return isPrintableASCII(ref, maxRefLen) }
+
+// validAgent accepts a hello's agent, the client's version: up to 64 printable
+// ASCII characters (none: the hello names no version).
+func validAgent(agent string) bool { return isPrintableASCII(agent, maxAgentLen) }
+
+// isPrintableASCII reports whether s is at most n printable ASCII characters.
+func isPrintableASCII(s string, n int) bool {
+	if len(s) > n {
 		return false
 	}
-	for i := 0; i < len(ref); i++ {
-		if ref[i] < 0x20 || ref[i] > 0x7e {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
 	}

@@ -63,18 +63,18 @@ func (wc *wsConn) checkClient() (websocket.StatusCode, string) {
 }
 
 // logClose logs a close that refused or ended a connection because of who it is or
-// what it sent (4400, 4401, 4403, 4409), once, with its identity, client id (when the
+// what it sent (4400, 4401, 4403, 4409, and 1008 for its rate), once, with its identity, client id (when the
 // hello named a valid one), pod and reason; never its credential.
 func (wc *wsConn) logClose(code websocket.StatusCode, reason string) {
 	level := slog.LevelInfo
 	switch code {
 	case wsBadHello, wsUnauthorized, wsSuperseded:
-	case wsForbidden:
+	case wsForbidden, wsPolicyViolation:
 		level = slog.LevelWarn
 	default:
 		return
 	}
-	attrs := append([]any{"code", int(code), "reason", reason, "client", wc.client, "identity", wc.identity,
+	attrs := append([]any{"code", int(code), "reason", reason, "client", wc.client, "agent", wc.agent, "identity", wc.identity,
 		"pod", wc.s.cfg.PodID, "session", wc.session}, wc.closeAttrs...)
 	wc.s.cfg.Logger.Log(context.Background(), level, "websocket client closed", attrs...)
 }

@@ -201,7 +201,7 @@ func (wc *wsConn) runOnLoop(br *bufio.Reader, ends *[]func()) *conn {
 	if err != nil {
 		return fail(wsBadHello, "bad hello: "+err.Error())
 	}
-	wc.client, wc.boot = h.client, h.boot
+	wc.client, wc.boot, wc.agent = h.client, h.boot, h.agent
 	if code, why := wc.checkClient(); code != 0 {
 		return fail(code, why)
 	}
@@ -378,24 +378,16 @@ func (t wsLoopConn) write(c *conn, buf []byte, ends []int) error {
 	return c.send(parts...)
 }
 
-// interval is how often the sweep looks at the connection's timers: the ping and
-// the claim's refresh.
-func (t wsLoopConn) interval() time.Duration { return min(t.s.cfg.WSPing, t.s.cfg.OwnerTTL/3) }
+// interval is how often the sweep looks at the connection's timers: the ping, its
+// pong's deadline and the claim's refresh (wsalive.go).
+func (t wsLoopConn) interval() time.Duration { return t.sweepEvery() }
 
-// tick ends a connection whose peer has been silent for three ping intervals,
-// pings the peer every ping interval and refreshes the client's claim every third
-// of its TTL, off the worker (a call to the registry).
+// tick keeps the connection's liveness (wsalive.go) and refreshes the client's
+// claim every third of its TTL, off the worker (a call to the registry).
 func (t wsLoopConn) tick(c *conn, now time.Time) rooms.Reason {
 	s, lp := t.s, t.lp
-	if now.Sub(time.Unix(0, t.lastSeen.Load())) > 3*s.cfg.WSPing {
-		t.kick(wsTimeout, "no frame or pong for three ping intervals")
-		return reasonKicked
-	}
-	if now.Sub(lp.pinged) >= s.cfg.WSPing {
-		lp.pinged = now
-		if err := c.send(wsPingFrame); err != nil {
-			return rooms.ReasonWriteFailed
-		}
+	if reason := t.liveness(c, now); reason != 0 {
+		return reason
 	}
 	if !now.Before(lp.refreshAt) {
 		lp.refreshAt = now.Add(s.cfg.OwnerTTL / 3)
@@ -587,7 +579,9 @@ func (t wsLoopConn) feed(c *conn, data []byte) rooms.Reason {
 			werr = c.send(appendWSEcho(payload))
 			return false
 		}
-		t.frame(op, payload)
+		if !t.frame(op, payload) {
+			return false
+		}
 		// Reading stops while the answers cannot go out: the socket's buffer, not
 		// the connection's, holds what the peer sends meanwhile.
 		return !lp.full() && len(c.pend) == 0
@@ -607,29 +601,26 @@ func (t wsLoopConn) feed(c *conn, data []byte) rooms.Reason {
 	return 0
 }
 
-// frame serves a message after the hello as the library's path does (wsConn.serve):
-// on the worker, unless it is a publish, which calls the log, or frames wait to be
-// served off the worker already, which it must not pass.
-func (t wsLoopConn) frame(op ws.OpCode, payload []byte) {
+// frame serves a message after the hello as the library's path does (wsConn.inbound,
+// wsConn.serve): on the worker, unless it is a publish, which calls the log, or
+// frames wait to be served off the worker already, which it must not pass. It
+// reports false when the message closes the connection: the parser stops there.
+func (t wsLoopConn) frame(op ws.OpCode, payload []byte) bool {
 	lp := t.lp
-	var answer []byte
-	var f wsFrame
-	if op != ws.OpText {
-		answer = wsErrorOf("", "", newError(0, "invalid_frame", "frames are JSON text messages"))
-	} else {
-		var err error
-		if f, err = decodeWSFrame(payload); err != nil {
-			answer = wsErrorOf("", "", newError(0, "invalid_frame", err.Error()))
-		}
-	}
+	in := t.inbound(time.Now(), op == ws.OpText, payload)
 	switch {
-	case answer != nil && lp.busy():
-		lp.later(func() { t.send(answer) })
-	case answer != nil:
-		t.send(answer)
-	case f.Kind == wsPublish || lp.busy():
-		lp.later(func() { t.serve(f) })
+	case in.code != 0:
+		t.kick(in.code, in.why)
+		return false
+	case in.answer != nil && lp.busy():
+		lp.later(func() { t.send(in.answer) })
+	case in.answer != nil:
+		t.send(in.answer)
+	case !in.serve:
+	case in.f.Kind == wsPublish || lp.busy():
+		lp.later(func() { t.serve(in.f) })
 	default:
-		t.serve(f)
+		t.serve(in.f)
 	}
+	return true
 }

@@ -42,16 +42,34 @@ type podNotices interface {
 }
 
 // closeNotice is the notice that asks a pod to close a client's connection:
-// "close <client> <session>".
+// "close <client> <session>", with 4409.
 func closeNotice(client, session string) string { return "close " + client + " " + session }
 
-// parseCloseNotice reads a close notice; ok is false for anything else.
-func parseCloseNotice(n string) (client, session string, ok bool) {
-	f := strings.Fields(n)
-	if len(f) != 3 || f[0] != "close" || !replay.ValidClient(f[1]) || !replay.ValidSession(f[2]) {
-		return "", "", false
+// modeCloseNotice is an operator's close notice: closeNotice for a kick, and
+// "close <client> <session> reconnect" for a close with 1012. A pod of an older
+// version ignores the latter (it logs the notice as not a close notice).
+func modeCloseNotice(client, session string, mode closeMode) string {
+	if mode == closeReconnect {
+		return closeNotice(client, session) + " reconnect"
 	}
-	return f[1], f[2], true
+	return closeNotice(client, session)
+}
+
+// parseCloseNotice reads a close notice; ok is false for anything else. A notice
+// without a mode is a kick.
+func parseCloseNotice(n string) (client, session string, mode closeMode, ok bool) {
+	f := strings.Fields(n)
+	if len(f) < 3 || len(f) > 4 || f[0] != "close" || !replay.ValidClient(f[1]) || !replay.ValidSession(f[2]) {
+		return "", "", 0, false
+	}
+	mode = closeKick
+	if len(f) == 4 {
+		if f[3] != closeReconnect.String() {
+			return "", "", 0, false
+		}
+		mode = closeReconnect
+	}
+	return f[1], f[2], mode, true
 }
 
 // WatchOwners closes the pod's WebSocket connections that other pods displaced: it
@@ -67,12 +85,16 @@ func (s *Server) WatchOwners(ctx context.Context) error {
 		if s.receipts.notice(n) {
 			return
 		}
-		client, session, ok := parseCloseNotice(n)
+		client, session, mode, ok := parseCloseNotice(n)
 		if !ok {
 			s.cfg.Logger.Warn("ignored a pod notice that is not a close notice")
 			return
 		}
 		if c := s.wsLocal(client); c != nil && c.session == session {
+			if mode == closeReconnect {
+				c.kick(mode.code())
+				return
+			}
 			c.kick(wsSuperseded, "superseded: the client connected again")
 		}
 	})

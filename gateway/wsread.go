@@ -22,17 +22,14 @@ func (wc *wsConn) read() {
 		if err != nil {
 			return
 		}
-		wc.lastSeen.Store(time.Now().UnixNano())
-		if typ != websocket.MessageText {
-			if !helloSeen {
+		now := time.Now()
+		wc.lastSeen.Store(now.UnixNano())
+		if !helloSeen {
+			if typ != websocket.MessageText {
 				wc.kick(wsBadHello, "bad hello: frames are JSON text messages")
 				return
 			}
-			wc.send(wsErrorOf("", "", newError(0, "invalid_frame", "frames are JSON text messages")))
-			continue
-		}
-		f, err := decodeWSFrame(p)
-		if !helloSeen {
+			f, err := decodeWSFrame(p)
 			if err != nil {
 				wc.kick(wsBadHello, "bad hello: "+err.Error())
 				return
@@ -51,11 +48,20 @@ func (wc *wsConn) read() {
 			// The hello was refused: read on until the close handshake ends.
 			continue
 		}
-		if err != nil {
-			wc.send(wsErrorOf("", "", newError(0, "invalid_frame", err.Error())))
-			continue
+		select {
+		case <-wc.kicked:
+			continue // closing: read on until the close handshake ends
+		default:
 		}
-		wc.serve(f)
+		in := wc.inbound(now, typ == websocket.MessageText, p)
+		switch {
+		case in.code != 0:
+			wc.kick(in.code, in.why)
+		case in.answer != nil:
+			wc.send(in.answer)
+		case in.serve:
+			wc.serve(in.f)
+		}
 	}
 }
 

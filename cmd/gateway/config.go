@@ -38,6 +38,9 @@ type config struct {
 	RetryMin, RetryMax time.Duration
 	Heartbeat          time.Duration
 	WSPing             time.Duration
+	WSPongTimeout      time.Duration
+	WSRate             float64
+	WSBurst            int
 	WriteTimeout       time.Duration
 	Queue              int
 	QueueBytes         byteSize
@@ -52,6 +55,8 @@ type config struct {
 	MaxStreams      int
 	MaxStreamsPerIP int
 	ClientIPHeader  string
+	// MaxStreamsPerUser caps the connections of one sub on the pod.
+	MaxStreamsPerUser int
 
 	MaxRoomsPerStream int
 
@@ -111,7 +116,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.RetryMin, "retry-min", 3*time.Second, "lower bound of the per-connection retry: hint")
 	fs.DurationVar(&c.RetryMax, "retry-max", 6*time.Second, "upper bound of the per-connection retry: hint")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", 15*time.Second, "interval of heartbeat comments on idle streams")
-	fs.DurationVar(&c.WSPing, "ws-ping", 20*time.Second, "interval of WebSocket pings; a peer silent for three intervals (no frame, no pong) is closed")
+	fs.DurationVar(&c.WSPing, "ws-ping", 20*time.Second, "interval of WebSocket pings")
+	fs.DurationVar(&c.WSPongTimeout, "ws-pong-timeout", 10*time.Second, "how long a WebSocket ping may wait for its pong (or any frame) before the connection is closed with 4408")
+	fs.Float64Var(&c.WSRate, "ws-rate", 50, "WebSocket messages per second a connection may send after its hello (token bucket; over it: an error frame, then close 1008; 0: no limit)")
+	fs.IntVar(&c.WSBurst, "ws-burst", 100, "burst of the --ws-rate bucket")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 10*time.Second, "deadline of each write to a stream")
 	fs.IntVar(&c.Queue, "queue", 256, "per-client queue, events")
 	fs.Var(&c.QueueBytes, "queue-bytes", "per-client queue, bytes, e.g. 4MiB")
@@ -122,6 +130,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.AcceptRate, "accept-rate", 1000, "new streams admitted per second per pod (token bucket; 0: no limit)")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", 2000, "burst of the --accept-rate bucket")
 	fs.IntVar(&c.MaxStreams, "max-streams", 100000, "concurrent streams per pod (0: no cap)")
+	fs.IntVar(&c.MaxStreamsPerUser, "max-streams-per-user", 0, "concurrent streams, multiplexed streams and WebSocket connections per authenticated user (the credential's sub) on this pod; anonymous ones are not counted (0: no cap)")
 	fs.IntVar(&c.MaxStreamsPerIP, "max-streams-per-ip", 100, "concurrent streams per client address, IPv6 per /64 (loopback peers uncounted unless --client-ip-header is set), the --client-ip-header address behind a proxy (0: no cap)")
 	fs.IntVar(&c.MaxRoomsPerStream, "max-rooms-per-stream", 32, "distinct rooms one multiplexed stream (GET /events?room=a&room=b) may follow, 1 to 64")
 	fs.StringVar(&c.ClientIPHeader, "client-ip-header", "", "header a trusted proxy sets to the client address, e.g. X-Forwarded-For (last entry used when it is an IP address; otherwise the peer address); empty: the peer address")

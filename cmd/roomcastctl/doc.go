@@ -1,6 +1,7 @@
 // Command roomcastctl is roomcast's command line for people and scripts: it follows a
 // room (tail), publishes (publish), reads a pod's state (stats, rooms), moves streams
-// off a pod (drain, shed), issues tickets (ticket) and plans capacity (plan).
+// off a pod (drain, shed), shows or closes a WebSocket client's connection
+// (client), issues tickets (ticket) and plans capacity (plan).
 //
 // It talks to a gateway over HTTP only: the public listener (--url) for rooms and
 // tickets, the admin listener (--admin-url) for the rest. Output is made for people
@@ -30,5 +31,5 @@
 // Files by role: main.go (dispatch, exit codes, help), flags.go (global flags,
 // credentials), secret.go (credential values and files), api.go (requests and error
 // answers), stream.go (the resuming SSE client), tail.go, publish.go, admin.go
-// (stats, rooms, drain, shed), ticket.go, ws.go and plan.go.
+// (stats, rooms, drain, shed), client.go, ticket.go, ws.go and plan.go.
 package main

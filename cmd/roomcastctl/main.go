@@ -55,7 +55,7 @@ type command struct {
 // commands returns the subcommands, each with fresh flag variables.
 func commands() map[string]*command {
 	list := []*command{tailCommand(), publishCommand(), statsCommand(), roomsCommand(),
-		drainCommand(), shedCommand(), ticketCommand(), wsCommand()}
+		drainCommand(), shedCommand(), ticketCommand(), wsCommand(), clientCommand()}
 	m := make(map[string]*command, len(list))
 	for _, c := range list {
 		m[c.name] = c

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 		header.Set("Authorization", "Bearer "+c.token)
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.timeout)
-	conn, resp, err := wsclient.Dial(dctx, target, wsclient.Options{HTTPClient: &http.Client{Transport: c.transport}, Header: header, ReadLimit: 16 << 20})
+	conn, resp, err := wsclient.Dial(dctx, target, wsclient.Options{HTTPClient: &http.Client{Transport: c.transport}, Header: header, ReadLimit: 16 << 20, Agent: agent()})
 	cancel()
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -223,3 +224,16 @@ func (c *cli) wsOnce(ctx context.Context, target string, o wsOptions, boot strin
 // refusedError is a WebSocket handshake the server answered with a 4xx: not
 // retried, exit code 1.
 type refusedError struct{ *serverError }
+
+// agent is the version roomcastctl names in its hello: roomcastctl/<module version>.
+func agent() string {
+	v := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	a := "roomcastctl/" + v
+	if len(a) > 64 {
+		a = a[:64]
+	}
+	return a
+}

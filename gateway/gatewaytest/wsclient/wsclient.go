@@ -75,6 +75,9 @@ type Options struct {
 	// OnPing, when set, is called for every WebSocket ping the server sends, before
 	// the pong is answered.
 	OnPing func()
+	// Agent, when set, is the client's version, sent as the hello's agent (at most
+	// 64 printable ASCII characters).
+	Agent string
 }
 
 // URL returns the WebSocket endpoint of a gateway whose public listener is base
@@ -85,9 +88,10 @@ func URL(base string) string {
 
 // Conn is one WebSocket connection to a gateway.
 type Conn struct {
-	ws  *websocket.Conn
-	in  bytes.Buffer // the message being read (ReadRaw)
-	out []byte       // the frame being written (Ack)
+	ws    *websocket.Conn
+	in    bytes.Buffer // the message being read (ReadRaw)
+	out   []byte       // the frame being written (Ack)
+	agent string       // the hello's agent; "" sends none
 }
 
 // Dial upgrades GET /ws at url (see URL). When the server refuses the upgrade, the
@@ -106,7 +110,7 @@ func Dial(ctx context.Context, url string, o Options) (*Conn, *http.Response, er
 		limit = DefaultReadLimit
 	}
 	ws.SetReadLimit(limit)
-	return &Conn{ws: ws}, res, nil
+	return &Conn{ws: ws, agent: o.Agent}, res, nil
 }
 
 // WS returns the underlying connection, for what this package does not cover.
@@ -141,7 +145,11 @@ func (c *Conn) Send(ctx context.Context, v any) error {
 // Hello sends the hello: the client id, its process's boot (replay/wire.NewBoot) and the
 // rooms, each with the id to resume after ("" for from now).
 func (c *Conn) Hello(ctx context.Context, client, boot string, rooms map[string]string) error {
-	return c.Send(ctx, map[string]any{"v": Version, "kind": KindHello, "client": client, "boot": boot, "rooms": rooms})
+	f := map[string]any{"v": Version, "kind": KindHello, "client": client, "boot": boot, "rooms": rooms}
+	if c.agent != "" {
+		f["agent"] = c.agent
+	}
+	return c.Send(ctx, f)
 }
 
 // Ack acknowledges the events of room up to and including id. It encodes the frame
