@@ -16,7 +16,7 @@ const corsMaxAge = 600
 
 // corsAllowedHeaders are the request headers a page on an allowed origin may send:
 // credentials, the publish body's type, the resume point, and the publish options.
-var corsAllowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "Event-Type"}
+var corsAllowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "Event-Type", "Event-TTL", "Wait-For"}
 
 // corsExposedHeaders are the response headers, beyond the CORS-safelisted ones, that
 // a page may read: Retry-After on a 503 or a 429 says when to try again.

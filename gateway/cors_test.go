@@ -169,6 +169,17 @@ func TestCORSPreflightRefusals(t *testing.T) {
 	}
 }
 
+// TestCORSPublishOptions: a page on an allowed origin may send every publish
+// option: its type, idempotency key, time to live and receipt wait.
+func TestCORSPublishOptions(t *testing.T) {
+	p := newPod(t, podConfig{gw: gateway.Config{AllowOrigins: []string{listedOrigin}}})
+	res := send(t, http.MethodOptions, p.public.URL+"/rooms/r/events", "", "", "Origin", listedOrigin,
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "event-type,idempotency-key,event-ttl,wait-for")
+	if got, want := res.header.Get("Access-Control-Allow-Headers"), "Event-Type, Idempotency-Key, Event-Ttl, Wait-For"; res.status != http.StatusNoContent || got != want {
+		t.Fatalf("preflight: %d, Access-Control-Allow-Headers %q, want %q", res.status, got, want)
+	}
+}
+
 // TestCORSOtherRoutes: the web pages, health and unknown routes get no CORS headers,
 // and with no allowed origins nothing does.
 func TestCORSOtherRoutes(t *testing.T) {

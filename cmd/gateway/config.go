@@ -110,7 +110,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	c.Hot.register(fs)
 	registerOccupancy(fs, &c.OccupancyInterval)
 	fs.IntVar(&c.History, "history", 1000, "events kept per room")
-	fs.DurationVar(&c.HistoryTTL, "history-ttl", 24*time.Hour, "a room idle this long loses its history (new epoch next time)")
+	fs.DurationVar(&c.HistoryTTL, "history-ttl", 24*time.Hour, "a room idle this long loses its history (new epoch next time); also the longest Event-TTL a publish may set")
 	fs.IntVar(&c.MaxRooms, "max-rooms", 100000, "rooms held in memory (embedded mode); publishes to more get 503")
 	fs.Var(&c.MaxHistoryBytes, "max-history-bytes", "memory for all room histories (embedded mode), e.g. 512MiB")
 	fs.DurationVar(&c.RetryMin, "retry-min", 3*time.Second, "lower bound of the per-connection retry: hint")
