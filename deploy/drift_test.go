@@ -43,10 +43,12 @@ var deployChecks = []deployCheck{
 	{name: "Prometheus scrapes the admin port", check: checkPrometheus},
 	{name: "ingresses route to the public port with SSE settings", check: checkIngresses},
 	{name: "pods answer the ingresses' hosts (--public-host) and their pod IP", check: checkServedHosts},
+	{name: "the ingress controller's room key is nginx.conf's", check: checkRoomKeyMaps},
 	{name: "ingress body limits are the flags' as nginx reads them", check: checkIngressBodySize, nginx: true},
 	{name: "nginx accepts nginx.conf", check: checkNginx, nginx: true},
 	{name: "nginx.conf body limits are the flags' as nginx reads them", check: checkNginxBodySize, nginx: true},
 	{name: "nginx.conf proxies over kept-alive HTTP/1.1", check: checkNginxProxy, nginx: true},
+	{name: "nginx.conf sends each room to one gateway", check: checkNginxAffinity, nginx: true},
 	{name: "kustomization lists existing files", check: checkKustomization},
 }
 
@@ -175,6 +177,12 @@ func TestDeployDriftChecksBite(t *testing.T) {
 			c := d.gateway()
 			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--public-host=") })
 		},
+		"the ingress controller's room key is nginx.conf's": func(t *testing.T, tree *deployTree, _ *deployment) {
+			if tree.nginxConf == "" {
+				t.Fatal("no nginx.conf to break")
+			}
+			tree.nginxConf = writeNginxCopy(t, tree.nginxConf, "$arg_room;", "$arg_rooms;")
+		},
 		"ingress body limits are the flags' as nginx reads them": func(t *testing.T, tree *deployTree, _ *deployment) {
 			if len(tree.ingresses) == 0 {
 				t.Fatal("no Ingress to break")
@@ -198,6 +206,12 @@ func TestDeployDriftChecksBite(t *testing.T) {
 				t.Fatal("no nginx.conf to break")
 			}
 			tree.nginxConf = writeNginxCopy(t, tree.nginxConf, `proxy_set_header Connection "";`, "")
+		},
+		"nginx.conf sends each room to one gateway": func(t *testing.T, tree *deployTree, _ *deployment) {
+			if tree.nginxConf == "" {
+				t.Fatal("no nginx.conf to break")
+			}
+			tree.nginxConf = writeNginxCopy(t, tree.nginxConf, "hash $room_key consistent;", "least_conn;")
 		},
 		"kustomization lists existing files": func(t *testing.T, tree *deployTree, _ *deployment) {
 			if len(tree.kustomizations) == 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,8 +68,67 @@ func checkIngresses(tree *deployTree, d *deployment) error {
 		if a[nginxIngress+"proxy-body-size"] == "" {
 			fail("no proxy-body-size")
 		}
+		if v := a[nginxIngress+"upstream-hash-by"]; v != roomKey {
+			fail("upstream-hash-by %q, want %q: the Ingresses share one upstream, so they hash the room alike, as nginx.conf does", v, roomKey)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// roomKey is the variable nginx.conf and the ingress-nginx controller's http-snippet
+// compute for room affinity, and ingress.yaml's comment repeats the snippet.
+const roomKey = "$room_key"
+
+// checkRoomKeyMaps checks that the maps ingress.yaml tells the controller's
+// ConfigMap to define are nginx.conf's, line for line.
+func checkRoomKeyMaps(tree *deployTree, _ *deployment) error {
+	if tree.nginxConf == "" || len(tree.ingresses) == 0 {
+		return nil
+	}
+	conf, err := readBounded(tree.nginxConf)
+	if err != nil {
+		return err
+	}
+	ingressFile := filepath.Join(deployDir, "ingress.yaml")
+	ing, err := readBounded(ingressFile)
+	if err != nil {
+		return err
+	}
+	want := mapBlocks(strings.Split(string(conf), "\n"), "")
+	if len(want) == 0 {
+		return fmt.Errorf("%s: no map blocks", tree.nginxConf)
+	}
+	got := mapBlocks(strings.Split(string(ing), "\n"), "#")
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("the http-snippet in %s's comment is not nginx.conf's maps:\n%s\nwant:\n%s",
+			ingressFile, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	return nil
+}
+
+// mapBlocks returns the lines of the map blocks in lines (each with prefix, such as
+// a comment sign, cut), trimmed.
+func mapBlocks(lines []string, prefix string) []string {
+	var out []string
+	in := false
+	for _, l := range lines {
+		l, ok := strings.CutPrefix(strings.TrimSpace(l), prefix)
+		if !ok {
+			in = false
+			continue
+		}
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "map ") && strings.HasSuffix(l, "{") {
+			in = true
+		}
+		if in {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+		if l == "}" {
+			in = false
+		}
+	}
+	return out
 }
 
 // batchOnly reports whether an Ingress routes POST /events alone: its body limit is
