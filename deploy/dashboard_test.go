@@ -89,6 +89,10 @@ var dashboardMetrics = []string{
 	"roomcast_events_published_total", "roomcast_publish_errors_total",
 	"roomcast_log_rooms", "roomcast_log_bytes", "roomcast_log_evictions_total",
 	"roomcast_build_info",
+	// The Redis tier, from redis_exporter: what its alerts watch.
+	"redis_client_output_buffer_limit_disconnections_total", "redis_client_recent_max_output_buffer_bytes",
+	"redis_connected_clients", "redis_max_clients", "redis_cpu_sys_seconds_total",
+	"redis_cpu_user_seconds_total", "redis_pubsubshard_channels",
 }
 
 func loadDashboard() (*dashboard, []byte, error) {
@@ -321,6 +325,7 @@ var grafanaVars = strings.NewReplacer(
 	"$__rate_interval", "5m", "${__rate_interval}", "5m",
 	"$__interval", "1m", "${__interval}", "1m",
 	"$__range", "1h", "${__range}", "1h",
+	"${redis_job}", ".*", "$redis_job", ".*",
 	"${job}", ".*", "$job", ".*",
 	"${pod}", ".*", "$pod", ".*",
 )
