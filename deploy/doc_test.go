@@ -9,7 +9,10 @@
 // own types (k8s.io/api, quantities from k8s.io/apimachinery), the Dockerfile with
 // BuildKit's parser. nginx reads the nginx examples itself: nginx -t on nginx.conf,
 // and a real nginx on a loopback socket answers whether the body limits of nginx.conf
-// and of the Ingresses' proxy-body-size are the gateway's.
+// and of the Ingresses' proxy-body-size are the gateway's, and that nginx.conf sends
+// every route of a room to one gateway. A redis-server reads redis/redis.conf and
+// redis/users.acl, and answers whether redis_exporter's user may run what the
+// exporter sends (redis_test.go).
 //
 // TestDeployDriftChecksBite breaks each rule on purpose and requires its check to
 // fail: a check that cannot fail guards nothing.

@@ -115,11 +115,14 @@ func TestDeployDriftChecksBite(t *testing.T) {
 		"grace period > preStop + drain timeout + margin": func(_ *testing.T, _ *deployTree, d *deployment) {
 			setArg(d.gateway(), "drain-timeout", "55s")
 		},
-		"services expose the public port only": func(t *testing.T, tree *deployTree, _ *deployment) {
-			if len(tree.services) == 0 {
-				t.Fatal("no Service to break")
+		"services expose the public port only": func(t *testing.T, tree *deployTree, d *deployment) {
+			i := slices.IndexFunc(tree.services, func(s *service) bool {
+				return len(s.Spec.Selector) > 0 && subset(s.Spec.Selector, d.Spec.Template.Labels)
+			})
+			if i < 0 {
+				t.Fatal("no Service of the gateway to break")
 			}
-			s := tree.services[0]
+			s := tree.services[i]
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "admin", Port: 9090, TargetPort: intstr.FromString("admin")})
 		},
 		"selectors match the pod labels": func(t *testing.T, tree *deployTree, _ *deployment) {

@@ -34,7 +34,8 @@ const (
 // deployTree is every object under deploy/, decoded into the Kubernetes API's types,
 // and what the Dockerfile's final stage sets.
 type deployTree struct {
-	deployments     []*deployment
+	deployments     []*deployment // the gateway's
+	exporters       []*deployment // redis_exporter's (component redis-exporter)
 	services        []*service
 	pdbs            []*podDisruptionBudget
 	ingresses       []*ingress
@@ -190,8 +191,19 @@ func (tree *deployTree) add(path string, n int, doc []byte) error {
 	if err := yaml.UnmarshalStrict(doc, target); err != nil {
 		return fmt.Errorf("%s: %w", src.source, err)
 	}
+	if n := len(tree.deployments); tm.Kind == "Deployment" && tree.deployments[n-1].Labels[componentLabel] == exporterComponent {
+		tree.exporters = append(tree.exporters, tree.deployments[n-1])
+		tree.deployments = tree.deployments[:n-1]
+	}
 	return nil
 }
+
+// componentLabel tells the gateway's Deployments from redis_exporter's, which the
+// gateway checks do not apply to (redis_test.go checks it).
+const (
+	componentLabel    = "app.kubernetes.io/component"
+	exporterComponent = "redis-exporter"
+)
 
 // imageConfig is what the final stage of the Dockerfile sets.
 type imageConfig struct {
