@@ -32,15 +32,9 @@ const (
 // reaches one gateway, the rooms spread over more than one, and requests without a
 // room (an empty hash key) are not all sent to one gateway either.
 func checkNginxAffinity(tree *deployTree, _ *deployment) error {
-	if tree.nginxConf == "" {
-		return nil
-	}
-	data, err := readBounded(tree.nginxConf)
-	if err != nil {
+	data, err := nginxConfWithUpstream(tree)
+	if data == nil || err != nil {
 		return err
-	}
-	if !upstreamServerRE.Match(data) {
-		return fmt.Errorf("%s: no upstream server line", tree.nginxConf)
 	}
 	var servers []string
 	for i := range affinityUpstreams {

@@ -16,6 +16,22 @@ import (
 // a commented one, and not a server block, which has no address).
 var upstreamServerRE = regexp.MustCompile(`(?m)^(\s*)server\s+[^\s;{]+\s*;`)
 
+// nginxConfWithUpstream returns nginx.conf, nil when there is none; it fails when
+// the file has no upstream server line for a check to point at stand-ins.
+func nginxConfWithUpstream(tree *deployTree) ([]byte, error) {
+	if tree.nginxConf == "" {
+		return nil, nil
+	}
+	data, err := readBounded(tree.nginxConf)
+	if err != nil {
+		return nil, err
+	}
+	if !upstreamServerRE.Match(data) {
+		return nil, fmt.Errorf("%s: no upstream server line", tree.nginxConf)
+	}
+	return data, nil
+}
+
 // proxySeen is what the stand-in upstream saw of one request.
 type proxySeen struct {
 	path, proto, connection, remote string
@@ -29,15 +45,9 @@ type proxySeen struct {
 // and the gateway sends X-Accel-Buffering: no), and the read and send timeouts (seen
 // only by waiting for them).
 func checkNginxProxy(tree *deployTree, _ *deployment) error {
-	if tree.nginxConf == "" {
-		return nil
-	}
-	data, err := readBounded(tree.nginxConf)
-	if err != nil {
+	data, err := nginxConfWithUpstream(tree)
+	if data == nil || err != nil {
 		return err
-	}
-	if !upstreamServerRE.Match(data) {
-		return fmt.Errorf("%s: no upstream server line", tree.nginxConf)
 	}
 	var (
 		mu   sync.Mutex
