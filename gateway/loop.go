@@ -15,11 +15,11 @@ import (
 
 // The idle loop (Config.IdleLoop). A connection's request goroutine joins its rooms
 // and writes its opening and replay through net/http as ever; then the connection
-// leaves net/http (a hijack) and one of the pod's event-loop workers (pollers, one
-// per core) serves it: the rooms' fan-out wakes the connection (rooms.Waker), the
-// worker gathers a batch with the same core as a goroutine's (roundRobin, stepItem)
-// and writes what the socket takes without blocking, keeping the rest for the
-// socket's next writable edge. The worker sweeps its connections every loop period
+// leaves net/http (a hijack) and one of the pod's event-loop workers (pollers,
+// loopWorkers per core) serves it: the rooms' fan-out wakes the connection
+// (rooms.Waker), the worker gathers a batch with the same core as a goroutine's
+// (conn.step) and writes what the socket takes without blocking, keeping the rest
+// for the socket's next writable edge. The worker sweeps its connections every loop period
 // for their timers (heartbeats, pings, the write deadline, the credential's
 // expiry), so no connection holds a goroutine, a timer or a buffer while it waits.
 // What must block (a history read from the log) runs on a goroutine of its own
@@ -47,11 +47,19 @@ type loop struct {
 
 func newLoop(s *Server) *loop {
 	l := &loop{s: s, ctx: context.Background(), period: loopPeriod(s.cfg)}
-	for range runtime.GOMAXPROCS(0) {
+	for range loopWorkers * runtime.GOMAXPROCS(0) {
 		l.ps = append(l.ps, newPoller(l))
 	}
 	return l
 }
+
+// loopWorkers is how many event-loop workers the pod runs per core (GOMAXPROCS).
+// One per core leaves a core's connections waiting whenever its worker is held (a
+// long batch, a sweep, the collector's assist) while the other core has time; two
+// per core measured a lower tail latency on many small rooms (9,500 rooms of two
+// at 5,000 publishes/s on 2 cores: p99 14.3 to 15.4 ms against 16.4 to 18.4 ms with
+// one), four per core a higher one again. An idle worker holds nothing.
+const loopWorkers = 2
 
 // loopPeriod is how often the workers sweep each of their connections: a quarter
 // of the shortest timer a connection keeps (half the heartbeat, at which a stream
