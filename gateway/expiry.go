@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/roomcast/roomcast/replay"
@@ -122,11 +121,7 @@ func (wc *wsConn) appendExpired(dst []byte, c *conn, i int, pos replay.Position)
 // {"v":1,"kind":"expired","id","room","epoch","seq"}.
 func appendWSExpired(dst []byte, room string, pos replay.Position) []byte {
 	dst = appendWSHead(dst, wsExpired)
-	dst = append(dst, `,"id":"`...)
-	dst = append(dst, pos.Epoch...)
-	dst = append(dst, ':')
-	dst = strconv.AppendUint(dst, pos.Seq, 10)
-	dst = append(dst, '"', ',')
+	dst = appendWSID(dst, pos)
 	// The position's fields follow, without their opening brace.
 	n := len(dst)
 	dst = appendPositionJSON(dst, room, pos)

@@ -212,15 +212,22 @@ func appendWSHead(dst []byte, kind string) []byte {
 // {"v":1,"kind":"event","id":"<epoch>:<seq>","room",…,"body"}.
 func wsEventFrame(ev replay.Event) []byte {
 	b := appendWSHead(make([]byte, 0, len(ev.Body)+len(ev.Room)+2*len(ev.Epoch)+len(ev.Type)+160), wsEvent)
-	b = append(b, `,"id":"`...)
-	b = append(b, ev.Epoch...)
-	b = append(b, ':')
-	b = strconv.AppendUint(b, ev.Seq, 10)
-	b = append(b, '"', ',')
+	b = appendWSID(b, ev.Position())
 	// The envelope's fields follow, without its opening brace.
 	n := len(b)
 	b = ev.AppendJSON(b)
 	return append(b[:n], b[n+1:]...)
+}
+
+// appendWSID appends a position frame's `,"id":"<epoch>:<seq>",` after its head;
+// the fields of a JSON object follow, written by the caller without its opening
+// brace (events and expired markers alike).
+func appendWSID(dst []byte, pos replay.Position) []byte {
+	dst = append(dst, `,"id":"`...)
+	dst = append(dst, pos.Epoch...)
+	dst = append(dst, ':')
+	dst = strconv.AppendUint(dst, pos.Seq, 10)
+	return append(dst, '"', ',')
 }
 
 // appendWSResync appends a resync frame: the room's history between the client's
