@@ -29,14 +29,18 @@ import (
 // fleetPods is how many gateway pods the fleet runs.
 const fleetPods = 3
 
-// fleetSize is one run's shape: rooms, subscribers per room, events per room.
-type fleetSize struct{ rooms, perRoom, events int }
+// fleetSize is one run's shape: rooms, subscribers per room, events per room, and
+// the publishes per second through nginx (0: as fast as they are answered).
+type fleetSize struct{ rooms, perRoom, events, rate int }
 
 // fleetSizeCI keeps the normal run small and fast; fleetSizeMeasure is the size the
-// figures in deploy/README.md are measured at (ROOMCAST_MEASURE=1).
+// figures in deploy/README.md are measured at (ROOMCAST_MEASURE=1), at one pace for
+// every mode: Redis's CPU per event depends on how many commands one pass of its
+// event loop handles, so the modes are compared at one rate, below what the
+// slower one sustains on a 2-core machine.
 var (
 	fleetSizeCI      = fleetSize{rooms: 60, perRoom: 10, events: 10}
-	fleetSizeMeasure = fleetSize{rooms: 300, perRoom: 10, events: 20}
+	fleetSizeMeasure = fleetSize{rooms: 300, perRoom: 10, events: 30, rate: 500}
 )
 
 // fleetPublishers is how many publishes are in flight at once through nginx.
@@ -312,7 +316,7 @@ func (f *fleet) publishUnfollowed(conf []byte) fleetResult {
 }
 
 // publish posts events per room to every room through nginx, fleetPublishers at a
-// time, round by round over the rooms, and returns how many were accepted and what
+// time (at the size's rate, if any), round by round over the rooms, and returns how many were accepted and what
 // went wrong.
 func (f *fleet) publish(ctx context.Context, base string, rooms []string) (int, []string) {
 	jobs := make(chan string)
@@ -336,9 +340,22 @@ func (f *fleet) publish(ctx context.Context, base string, rooms []string) (int, 
 			}
 		})
 	}
+	var pace <-chan time.Time
+	if f.size.rate > 0 {
+		tick := time.NewTicker(time.Second / time.Duration(f.size.rate))
+		defer tick.Stop()
+		pace = tick.C
+	}
 send:
 	for range f.size.events {
 		for _, room := range rooms {
+			if pace != nil {
+				select {
+				case <-pace:
+				case <-ctx.Done():
+					break send
+				}
+			}
 			select {
 			case jobs <- room:
 			case <-ctx.Done():
@@ -598,8 +615,8 @@ func fleetTable(size fleetSize, results []fleetResult, unfollowed fleetResult) s
 		{"lost, duplicates", fmt.Sprintf("%d, %d", aff.lost, aff.dups), fmt.Sprintf("%d, %d", rr.lost, rr.dups), "", ""},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| %d subscribers over %d rooms, %d pods | affinity (hash) | least_conn | least_conn / affinity | rooms nobody follows |\n|---|---|---|---|---|\n",
-		size.rooms*size.perRoom, size.rooms, fleetPods)
+	fmt.Fprintf(&b, "| %d subscribers over %d rooms, %d pods, %d publishes/s | affinity (hash) | least_conn | least_conn / affinity | rooms nobody follows |\n|---|---|---|---|---|\n",
+		size.rooms*size.perRoom, size.rooms, fleetPods, size.rate)
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.what, r.a, r.b, r.ratio, r.u)
 	}
