@@ -240,7 +240,11 @@ func (f *fleet) run(mode string, conf []byte) fleetResult {
 	subs := make([]*fleetSubscriber, len(order))
 	ph := &fleetPhases{hold: make(chan struct{}), gate: make(chan struct{}, 64)}
 	for i, r := range order {
-		s := &fleetSubscriber{room: rooms[r], want: uint64(f.size.events)}
+		s := &fleetSubscriber{room: rooms[r], want: uint64(f.size.events), path: "/rooms/" + rooms[r] + "/events"}
+		if i%3 == 2 {
+			// A multiplexed stream, keyed by its first room argument.
+			s.path = "/events?room=" + rooms[r]
+		}
 		s.tracker.ExpectFirst(1)
 		s.tracker.ResyncIsHead()
 		subs[i] = s
@@ -467,6 +471,7 @@ func infoFloat(t *testing.T, m map[string]string, key string) float64 {
 // decoder and checked by a Tracker.
 type fleetSubscriber struct {
 	room    string
+	path    string // the stream's route: the room's own, or a multiplexed stream of it
 	want    uint64 // the events published to the room
 	tracker gatewaytest.Tracker
 	err     error // why the stream failed; read after the reading goroutine ends
@@ -515,7 +520,7 @@ func (s *fleetSubscriber) follow(ctx context.Context, hc *http.Client, base stri
 // read reads the stream, calling opened at its anchor and complete, with the stream
 // still open, once the tracker has every event.
 func (s *fleetSubscriber) read(ctx context.Context, hc *http.Client, base string, opened, complete func()) error {
-	req, err := gatewaytest.NewRequest(ctx, http.MethodGet, base+"/rooms/"+s.room+"/events", nil)
+	req, err := gatewaytest.NewRequest(ctx, http.MethodGet, base+s.path, nil)
 	if err != nil {
 		return err
 	}
@@ -539,13 +544,13 @@ func (s *fleetSubscriber) read(ctx context.Context, hc *http.Client, base string
 		case !f.HasData:
 			// the retry: hint, a heartbeat
 		case f.Event == "resync":
-			epoch, seq, err := splitEventID(f.ID)
+			epoch, seq, err := s.position(f.Data)
 			if err != nil {
 				return err
 			}
 			s.tracker.Resync(epoch, seq)
 		case f.Event == "":
-			epoch, seq, err := splitEventID(f.ID)
+			epoch, seq, err := s.position(f.Data)
 			if err != nil {
 				return err
 			}
@@ -558,14 +563,16 @@ func (s *fleetSubscriber) read(ctx context.Context, hc *http.Client, base string
 	return nil
 }
 
-// splitEventID splits a single-room stream's id, "<epoch>:<seq>".
-func splitEventID(id string) ([]byte, uint64, error) {
-	e, s, ok := strings.Cut(id, ":")
-	n, err := strconv.ParseUint(s, 10, 64)
-	if !ok || err != nil {
-		return nil, 0, fmt.Errorf("event id %q is not <epoch>:<seq>", id)
+// position reads an event's or a resync's room, epoch and seq from its data (the
+// id of a multiplexed stream is a token of every room's position).
+func (s *fleetSubscriber) position(data string) ([]byte, uint64, error) {
+	room, ok1 := gatewaytest.StringAfter([]byte(data), []byte(`"room":"`))
+	epoch, ok2 := gatewaytest.StringAfter([]byte(data), []byte(`"epoch":"`))
+	seq, ok3 := gatewaytest.UintAfter([]byte(data), []byte(`"seq":`))
+	if !ok1 || !ok2 || !ok3 || string(room) != s.room {
+		return nil, 0, fmt.Errorf("%s: data %.200s is not an event of room %s", s.path, data, s.room)
 	}
-	return []byte(e), n, nil
+	return epoch, seq, nil
 }
 
 // fleetTable renders both modes' figures per published event as deploy/README.md
