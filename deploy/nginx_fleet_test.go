@@ -275,6 +275,9 @@ func (f *fleet) run(mode string, conf []byte) fleetResult {
 	before := f.redisCounters()
 	start := time.Now()
 	res.published, res.failures = f.publish(ctx, base, rooms)
+	if len(res.failures) > 0 {
+		cancel() // some events never come: end the streams rather than wait for them
+	}
 	ph.complete.Wait()
 	res.took = time.Since(start)
 	res.redis = f.redisCounters().since(before)
