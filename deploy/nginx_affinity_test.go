@@ -43,12 +43,9 @@ func checkNginxAffinity(tree *deployTree, _ *deployment) error {
 			w.WriteHeader(http.StatusNoContent)
 		}))
 		defer up.Close()
-		servers = append(servers, "server "+strings.TrimPrefix(up.URL, "http://")+";")
+		servers = append(servers, strings.TrimPrefix(up.URL, "http://"))
 	}
-	addr, logs, stop, err := runNginx(func(listen string) string {
-		conf := listenRE.ReplaceAllString(string(data), "${1}listen "+listen+";")
-		return upstreamServerRE.ReplaceAllString(conf, "${1}"+strings.Join(servers, " "))
-	})
+	addr, logs, stop, err := runNginx(func(listen string) string { return renderNginx(data, listen, servers...) })
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,18 @@ func nginxConfWithUpstream(tree *deployTree) ([]byte, error) {
 	return data, nil
 }
 
+// renderNginx is the nginx.conf data with its listen directives moved to listen and
+// its upstream server lines replaced by one line per server address, as every check
+// that runs the file itself renders it.
+func renderNginx(data []byte, listen string, servers ...string) string {
+	conf := listenRE.ReplaceAllString(string(data), "${1}listen "+listen+";")
+	lines := make([]string, len(servers))
+	for i, s := range servers {
+		lines[i] = "server " + s + ";"
+	}
+	return upstreamServerRE.ReplaceAllString(conf, "${1}"+strings.Join(lines, " "))
+}
+
 // proxySeen is what the stand-in upstream saw of one request.
 type proxySeen struct {
 	path, proto, connection, remote string
@@ -61,10 +73,7 @@ func checkNginxProxy(tree *deployTree, _ *deployment) error {
 	}))
 	defer up.Close()
 	upAddr := strings.TrimPrefix(up.URL, "http://")
-	addr, logs, stop, err := runNginx(func(listen string) string {
-		conf := listenRE.ReplaceAllString(string(data), "${1}listen "+listen+";")
-		return upstreamServerRE.ReplaceAllString(conf, "${1}server "+upAddr+";")
-	})
+	addr, logs, stop, err := runNginx(func(listen string) string { return renderNginx(data, listen, upAddr) })
 	if err != nil {
 		return err
 	}

@@ -47,15 +47,22 @@ func needNginx(t *testing.T) {
 
 // nginxWrapper writes, in a new temporary directory, a main configuration whose
 // http block holds body, with every path nginx writes (pid, logs, temp files) in
-// that directory, so that nginx runs unprivileged. It returns the directory and the
-// configuration's path.
-func nginxWrapper(body string) (dir, conf string, err error) {
+// that directory, so that nginx runs unprivileged. A worker takes up to connections
+// connections at once and may open as many files (0: nginx's defaults, 512 and the
+// inherited limit). It returns the directory and the configuration's path.
+func nginxWrapper(connections int, body string) (dir, conf string, err error) {
 	dir, err = os.MkdirTemp("", "roomcast-nginx-")
 	if err != nil {
 		return "", "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "pid %s;\nerror_log %s notice;\nevents {}\nhttp {\n", filepath.Join(dir, "nginx.pid"), filepath.Join(dir, "error.log"))
+	fmt.Fprintf(&b, "pid %s;\nerror_log %s notice;\n", filepath.Join(dir, "nginx.pid"), filepath.Join(dir, "error.log"))
+	if connections > 0 {
+		fmt.Fprintf(&b, "worker_rlimit_nofile %d;\nevents { worker_connections %d; }\n", connections, connections)
+	} else {
+		b.WriteString("events {}\n")
+	}
+	b.WriteString("http {\n")
 	fmt.Fprintf(&b, "access_log %s;\n", filepath.Join(dir, "access.log"))
 	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
 		fmt.Fprintf(&b, "%s_temp_path %s;\n", t, filepath.Join(dir, t))
@@ -81,7 +88,7 @@ func nginxTest(path string) error {
 	if err != nil {
 		return err
 	}
-	dir, conf, err := nginxWrapper("include " + abs + ";")
+	dir, conf, err := nginxWrapper(0, "include "+abs+";")
 	if err != nil {
 		return err
 	}
@@ -181,6 +188,12 @@ type bodyProbe struct {
 // socket (the NGINX variable), so it accepts from the start and no port is guessed.
 // logs returns nginx's error log, for messages.
 func runNginx(server func(listen string) string) (addr string, logs func() string, stop func(), err error) {
+	return runNginxSized(0, server)
+}
+
+// runNginxSized is runNginx with a worker that holds up to connections connections
+// (client and upstream ones both count) and files; 0 keeps nginx's defaults.
+func runNginxSized(connections int, server func(listen string) string) (addr string, logs func() string, stop func(), err error) {
 	bin, err := nginxPath()
 	if err != nil {
 		return "", nil, nil, err
@@ -195,7 +208,7 @@ func runNginx(server func(listen string) string) (addr string, logs func() strin
 		return "", nil, nil, err
 	}
 	defer f.Close()
-	dir, conf, err := nginxWrapper(server(ln.Addr().String()))
+	dir, conf, err := nginxWrapper(connections, server(ln.Addr().String()))
 	if err != nil {
 		return "", nil, nil, err
 	}

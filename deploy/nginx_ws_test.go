@@ -40,10 +40,7 @@ func TestNginxProxiesWebSocket(t *testing.T) {
 	}))
 	defer up.Close()
 	upAddr := strings.TrimPrefix(up.URL, "http://")
-	addr, logs, stop, err := runNginx(func(listen string) string {
-		conf := listenRE.ReplaceAllString(string(data), "${1}listen "+listen+";")
-		return upstreamServerRE.ReplaceAllString(conf, "${1}server "+upAddr+";")
-	})
+	addr, logs, stop, err := runNginx(func(listen string) string { return renderNginx(data, listen, upAddr) })
 	if err != nil {
 		t.Fatal(err)
 	}

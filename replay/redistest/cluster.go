@@ -343,6 +343,24 @@ func (c *Cluster) NodeForSlot(t testing.TB, slot int) *Node {
 	return n
 }
 
+// SlotOwners maps every slot to the primary serving it, from one reading of the
+// cluster's view (NodeForSlot reads it on every call): for tests that look up many
+// keys at once.
+func (c *Cluster) SlotOwners(t testing.TB) []*Node {
+	t.Helper()
+	own, _, err := c.owners(c.anyLive(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*Node, len(own))
+	for slot, id := range own {
+		if out[slot] = c.byID(id); out[slot] == nil {
+			t.Fatalf("redistest: no primary serves slot %d", slot)
+		}
+	}
+	return out
+}
+
 // NodeForKey returns the primary serving key (or channel).
 func (c *Cluster) NodeForKey(t testing.TB, key string) *Node {
 	t.Helper()
