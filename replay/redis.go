@@ -300,6 +300,9 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	}
 	l.wg.Add(1)
 	go l.monitor()
+	if l.connected.Load() {
+		l.sample()
+	}
 	l.spawn(l.sampleClients)
 	l.startHot()
 	return l, nil

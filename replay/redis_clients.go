@@ -84,9 +84,10 @@ type clientSampler struct {
 }
 
 // sampleClients samples every ClientsInterval until Close, once the log is
-// connected. Each sample costs one CLIENT LIST TYPE pubsub per node, on a pooled
-// connection of that node's (one more connection per node, idle between
-// samples), and, on a cluster with a room subscribed, one CLUSTER SLOTS.
+// connected (NewRedisLog takes the first sample of a log connected at start). Each
+// sample costs one CLIENT LIST TYPE pubsub per node, on a pooled connection of that
+// node's (one more connection per node, idle between samples), and, on a cluster
+// with a room subscribed, one CLUSTER SLOTS.
 func (l *RedisLog) sampleClients() {
 	tick := time.NewTicker(l.cfg.ClientsInterval)
 	defer tick.Stop()
@@ -99,32 +100,37 @@ func (l *RedisLog) sampleClients() {
 		if !l.connected.Load() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
-		s, refused, err := l.sampleOnce(ctx)
-		cancel()
-		if l.life.Err() != nil {
-			return
-		}
-		l.clients.mu.Lock()
-		was := l.clients.refused
-		// No node answered: whether CLIENT LIST is refused is unknown, so that stays
-		// as it was.
-		if s.Nodes > 0 || refused {
-			l.clients.refused = refused
-		}
-		if l.clients.refused {
-			s = RedisClients{}
-		}
-		l.clients.last = s
-		l.clients.attempts++
-		now := l.clients.refused
-		l.clients.mu.Unlock()
-		switch {
-		case now && !was:
-			l.cfg.Logger.Warn("redis refuses CLIENT LIST to the gateway's user: no gauges of its own connections (grant +client|list: deploy/README.md, Redis ACL)", "err", err)
-		case err != nil && !refused:
-			l.cfg.Logger.Debug("redis client sample incomplete", "err", err)
-		}
+		l.sample()
+	}
+}
+
+// sample takes one sample and keeps it: Clients reports it from then on.
+func (l *RedisLog) sample() {
+	ctx, cancel := context.WithTimeout(l.life, l.cfg.Timeout)
+	s, refused, err := l.sampleOnce(ctx)
+	cancel()
+	if l.life.Err() != nil {
+		return
+	}
+	l.clients.mu.Lock()
+	was := l.clients.refused
+	// No node answered: whether CLIENT LIST is refused is unknown, so that stays
+	// as it was.
+	if s.Nodes > 0 || refused {
+		l.clients.refused = refused
+	}
+	if l.clients.refused {
+		s = RedisClients{}
+	}
+	l.clients.last = s
+	l.clients.attempts++
+	now := l.clients.refused
+	l.clients.mu.Unlock()
+	switch {
+	case now && !was:
+		l.cfg.Logger.Warn("redis refuses CLIENT LIST to the gateway's user: no gauges of its own connections (grant +client|list: deploy/README.md, Redis ACL)", "err", err)
+	case err != nil && !refused:
+		l.cfg.Logger.Debug("redis client sample incomplete", "err", err)
 	}
 }
 
