@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,18 +28,6 @@ import (
 	"github.com/roomcast/roomcast/replay/replaytest"
 )
 
-// prometheusPath is the Prometheus server: $ROOMCAST_PROMETHEUS, else prometheus on
-// PATH (Debian's prometheus package installs it beside promtool).
-func prometheusPath() (string, error) {
-	if p := os.Getenv("ROOMCAST_PROMETHEUS"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("prometheus"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("prometheus not found (set ROOMCAST_PROMETHEUS, or apt-get install prometheus)")
-}
-
 // subscriberAlert is the rule on the pods' own series that fires when Redis closed
 // a pod's subscriber connection.
 const subscriberAlert = "RoomcastRedisSubscriberReconnected"
@@ -56,7 +43,7 @@ const subscriberAlert = "RoomcastRedisSubscriberReconnected"
 // and every member gets every acknowledged event once, in order. A real Prometheus
 // scrapes pod B every second with the rule of alerts.yaml, and the alert fires.
 func TestFleetOutputBufferDisconnect(t *testing.T) {
-	promBin, err := prometheusPath()
+	promBin, err := prometheusBinary("prometheus", "ROOMCAST_PROMETHEUS")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%v; CI=true requires the forced output-buffer disconnect test to run", err)
