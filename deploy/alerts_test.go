@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,14 +24,18 @@ const (
 
 // promtoolPath is Prometheus' promtool: $ROOMCAST_PROMTOOL, else promtool on PATH
 // (Debian's prometheus package installs it in /usr/bin).
-func promtoolPath() (string, error) {
-	if p := os.Getenv("ROOMCAST_PROMTOOL"); p != "" {
+func promtoolPath() (string, error) { return prometheusBinary("promtool", "ROOMCAST_PROMTOOL") }
+
+// prometheusBinary is one of the binaries of Debian's prometheus package: $env, else
+// name on PATH.
+func prometheusBinary(name, env string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		return p, nil
 	}
-	if p, err := exec.LookPath("promtool"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", errors.New("promtool not found (set ROOMCAST_PROMTOOL, or apt-get install prometheus)")
+	return "", fmt.Errorf("%s not found (set %s, or apt-get install prometheus)", name, env)
 }
 
 // needPromtool returns promtool's path; it skips t when promtool is missing, and

@@ -85,6 +85,8 @@ var dashboardMetrics = []string{
 	"roomcast_publish_duration_seconds_bucket", "go_sched_latencies_seconds_bucket",
 	"roomcast_redis_up", "roomcast_redis_call_duration_seconds_bucket", "roomcast_redis_call_errors_total",
 	"roomcast_redis_resubscribes_total", "roomcast_doorbell_repairs_total",
+	"roomcast_redis_subscriber_connections", "roomcast_redis_subscriber_output_buffer_bytes",
+	"roomcast_redis_subscriber_memory_bytes",
 	"roomcast_drain_state", "roomcast_drain_closed_total",
 	"roomcast_events_published_total", "roomcast_publish_errors_total",
 	"roomcast_log_rooms", "roomcast_log_bytes", "roomcast_log_evictions_total",

@@ -86,6 +86,41 @@ func TestMetricsRedis(t *testing.T) {
 	}
 }
 
+// TestMetricsRedisSubscriberConnections: the pod's own subscriber connections,
+// as Redis lists them, on /metrics: none down before a stream, up once a room is
+// subscribed, and up again, with a resubscribe counted, after Redis closed them.
+// (Up counts every connection of the pod's with a subscription: the pod's notice
+// channels may hold one beside the room's.)
+func TestMetricsRedisSubscriberConnections(t *testing.T) {
+	srv := redistest.Standalone(t)
+	p := newFleetPod(t, srv, replay.RedisConfig{PodID: "pod-a", ClientsInterval: 50 * time.Millisecond}, podConfig{})
+	const conns = "roomcast_redis_subscriber_connections"
+	m := p.metrics(t)
+	if _, ok := m[gatewaytest.SampleKey(conns, "state", "down")]; !ok || m.Value(conns, "state", "down") != 0 {
+		t.Fatalf("nothing subscribed, and %s{state=down} is %v (exported: %v)", conns, m.Value(conns, "state", "down"), ok)
+	}
+	room := redistest.Prefix(t)
+	s := p.subscribe(t, room, "")
+	s.nextAny()
+	replaytest.Eventually(t, 10*time.Second, conns+"{state=up} at least 1", func() bool {
+		m := p.metrics(t)
+		return m.Value(conns, "state", "up") >= 1 && m.Value(conns, "state", "down") == 0 &&
+			m.Value("roomcast_redis_subscriber_memory_bytes") > 0
+	})
+	if out := srv.MustDo(t, "CLIENT", "LIST", "TYPE", "pubsub"); !strings.Contains(out, " name=roomcast:pod-a ") {
+		t.Fatalf("Redis lists no pubsub connection named roomcast:pod-a:\n%s", out)
+	}
+	before := p.metrics(t)
+	srv.MustDo(t, "CLIENT", "KILL", "TYPE", "pubsub")
+	replaytest.Eventually(t, 10*time.Second, "resubscribed, and the connection up again", func() bool {
+		m := p.metrics(t)
+		return m.Value("roomcast_redis_resubscribes_total") > before.Value("roomcast_redis_resubscribes_total") &&
+			m.Value(conns, "state", "up") >= 1 && m.Value(conns, "state", "down") == 0
+	})
+	p.publish(t, room, `{"i":1}`)
+	s.next()
+}
+
 // TestMemoryPodHasNoRedisMetrics: roomcast_redis_* are fleet metrics only.
 func TestMemoryPodHasNoRedisMetrics(t *testing.T) {
 	p := newPod(t, podConfig{})

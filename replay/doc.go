@@ -55,6 +55,14 @@
 // lost SPUBLISH); readers repair by the gap rule, and a periodic head check rings a
 // zero Event when a hot room's head is ahead of the last doorbell heard.
 //
+// A RedisLog names every connection "roomcast:<pod id>" (SETNAME inside HELLO) and,
+// on a goroutine of its own every ClientsInterval, asks each node for its pubsub
+// connections (CLIENT LIST TYPE pubsub, on a pooled connection, never on the
+// pipelined ones that carry the subscriptions) to report its own (Clients: live
+// subscriber connections, nodes that should hold one and do not, the largest output
+// buffer). It never runs on a call's path; a user without CLIENT LIST gets one
+// warning and no sample (redis_clients.go).
+//
 // Both logs report their backend (Health: its kind, whether it answers, since when)
 // and describe it for people (Describe: "memory", or "redis at <first seed>", never a
 // credential), for the messages that say what cannot be reached.

@@ -75,6 +75,10 @@ type RedisConfig struct {
 	// HealthInterval is how often the log checks that its backend answers (PING,
 	// bounded by Timeout), for Health (default 1s).
 	HealthInterval time.Duration
+	// ClientsInterval is how often the log asks every node about its own
+	// subscriber connections (CLIENT LIST TYPE pubsub, bounded by Timeout), for
+	// Clients (default 15s).
+	ClientsInterval time.Duration
 	// Logger receives the log's own warnings (default slog.Default()).
 	Logger *slog.Logger
 
@@ -91,6 +95,9 @@ type RedisConfig struct {
 	// HotCheckInterval is how often each subscribed hot room's head is compared with
 	// the last doorbell heard, to catch a lost sub-channel ring (default 1s).
 	HotCheckInterval time.Duration
+
+	// clientName names every connection (redis_clients.go): set by fill.
+	clientName string
 }
 
 func (c *RedisConfig) fill() error {
@@ -109,6 +116,12 @@ func (c *RedisConfig) fill() error {
 	if c.HealthInterval == 0 {
 		c.HealthInterval = time.Second
 	}
+	if c.ClientsInterval == 0 {
+		c.ClientsInterval = 15 * time.Second
+	}
+	if c.clientName == "" {
+		c.clientName = clientName(c.PodID)
+	}
 	if c.WaitReplicas > 0 && c.WaitTimeout == 0 {
 		c.WaitTimeout = min(500*time.Millisecond, c.Timeout/2)
 	}
@@ -126,6 +139,8 @@ func (c *RedisConfig) fill() error {
 		return fmt.Errorf("replay: redis: timeout %s: must be positive", c.Timeout)
 	case c.HealthInterval < 0:
 		return fmt.Errorf("replay: redis: health interval %s: must be positive", c.HealthInterval)
+	case c.ClientsInterval < 0:
+		return fmt.Errorf("replay: redis: clients interval %s: must be positive", c.ClientsInterval)
 	case c.WaitReplicas < 0:
 		return fmt.Errorf("replay: redis: wait replicas %d: must not be negative", c.WaitReplicas)
 	case c.WaitReplicas > 0 && (c.WaitTimeout < time.Millisecond || c.WaitTimeout >= c.Timeout):
@@ -196,6 +211,8 @@ type RedisLog struct {
 	calls atomic.Pointer[CallObserver] // see ObserveCalls
 
 	hot *redisHot // hot rooms (hot.go); nil when none
+
+	clients clientSampler // the last sample of its own connections (redis_clients.go)
 
 	// The control plane on this log's client (ControlOf), each store in its file:
 	// tickets and revocations (control_redis.go), occupancy (occupancy_redis.go),
@@ -283,6 +300,10 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	}
 	l.wg.Add(1)
 	go l.monitor()
+	if l.connected.Load() {
+		l.sample()
+	}
+	l.spawn(l.sampleClients)
 	l.startHot()
 	return l, nil
 }
@@ -340,6 +361,7 @@ func connectRedis(ctx context.Context, cfg RedisConfig) (rueidis.Client, error) 
 			InitAddress:  []string{addr},
 			Username:     cfg.Username,
 			Password:     cfg.Password,
+			ClientName:   cfg.clientName,
 			TLSConfig:    seedTLS(cfg.TLS, addr),
 			Dialer:       net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second},
 			DisableCache: true,

@@ -265,11 +265,23 @@ func (l *RedisLog) slotOwners(ctx context.Context) ([]string, error) {
 	if owners != nil {
 		return owners, nil
 	}
+	owners, err := l.readSlotOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.slots.mu.Lock()
+	l.slots.owners = owners
+	l.slots.mu.Unlock()
+	return owners, nil
+}
+
+// readSlotOwners reads the owner of every slot (CLUSTER SLOTS).
+func (l *RedisLog) readSlotOwners(ctx context.Context) ([]string, error) {
 	ranges, err := l.client.Do(ctx, l.client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("cluster slots: %w", err)
 	}
-	owners = make([]string, 16384)
+	owners := make([]string, 16384)
 	for _, r := range ranges {
 		f, err := r.ToArray()
 		if err != nil || len(f) < 3 {
@@ -291,9 +303,6 @@ func (l *RedisLog) slotOwners(ctx context.Context) ([]string, error) {
 			owners[s] = addr
 		}
 	}
-	l.slots.mu.Lock()
-	l.slots.owners = owners
-	l.slots.mu.Unlock()
 	return owners, nil
 }
 

@@ -27,6 +27,7 @@ type config struct {
 
 	PublishWaitReplicas int
 	RedisTimeout        time.Duration
+	RedisSampleInterval time.Duration
 	Hot                 hotFlags
 	OccupancyInterval   time.Duration
 
@@ -107,6 +108,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "fleet mode: file holding the Redis password (instead of one in --redis, which shows in the process list); the user is the one in --redis, else default")
 	fs.IntVar(&c.PublishWaitReplicas, "publish-wait-replicas", 0, "fleet mode: acknowledge a publish only once this many replicas have it (WAIT)")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 2*time.Second, "fleet mode: bound on each Redis call, retries included")
+	fs.DurationVar(&c.RedisSampleInterval, "redis-sample-interval", 15*time.Second, "fleet mode: how often the pod asks every Redis node about its own subscriber connections (CLIENT LIST TYPE pubsub), for the roomcast_redis_subscriber_* gauges")
 	c.Hot.register(fs)
 	registerOccupancy(fs, &c.OccupancyInterval)
 	fs.IntVar(&c.History, "history", 1000, "events kept per room")

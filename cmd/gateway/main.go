@@ -202,18 +202,20 @@ func openLog(cfg config, logger *slog.Logger) (replay.Log, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return replay.NewRedisLog(ctx, replay.RedisConfig{
-		Addrs:         target.addrs,
-		Username:      target.username,
-		Password:      target.password,
-		TLS:           tlsCfg,
-		History:       cfg.History,
-		HistoryTTL:    cfg.HistoryTTL,
-		WaitReplicas:  cfg.PublishWaitReplicas,
-		Timeout:       cfg.RedisTimeout,
-		Logger:        logger,
-		HotRooms:      hot.HotRooms,
-		HotPartitions: hot.HotPartitions,
-		PodID:         hot.PodID,
+		Addrs:        target.addrs,
+		Username:     target.username,
+		Password:     target.password,
+		TLS:          tlsCfg,
+		History:      cfg.History,
+		HistoryTTL:   cfg.HistoryTTL,
+		WaitReplicas: cfg.PublishWaitReplicas,
+		Timeout:      cfg.RedisTimeout,
+		Logger:       logger,
+
+		ClientsInterval: cfg.RedisSampleInterval,
+		HotRooms:        hot.HotRooms,
+		HotPartitions:   hot.HotPartitions,
+		PodID:           hot.PodID,
 	})
 }
 

@@ -50,6 +50,7 @@ var ranges = map[string]bound{
 	"body-timeout":          {min: float64(time.Second), max: float64(5 * time.Minute)},
 	"max-conns-per-ip":      {min: 1, max: 65536, zero: "no cap"},
 	"redis-timeout":         {min: float64(10 * time.Millisecond), max: float64(time.Minute)},
+	"redis-sample-interval": {min: float64(100 * time.Millisecond), max: float64(10 * time.Minute)},
 	"publish-wait-replicas": {min: 0, max: 16},
 	"hot-room-partitions":   {min: 2, max: 64},
 	"occupancy-interval":    {min: float64(100 * time.Millisecond), max: float64(time.Minute)},
@@ -236,7 +237,7 @@ func validHeaderName(h string) bool {
 func (c config) effective() []any {
 	redis, _ := parseRedis(c.Redis)
 	return []any{
-		"redis", redis.String(), "redis_tls_ca", c.RedisTLSCA, "redis_password_file", c.RedisPasswordFile, "redis_timeout", fmtDuration(c.RedisTimeout), "publish_wait_replicas", c.PublishWaitReplicas,
+		"redis", redis.String(), "redis_tls_ca", c.RedisTLSCA, "redis_password_file", c.RedisPasswordFile, "redis_timeout", fmtDuration(c.RedisTimeout), "redis_sample_interval", fmtDuration(c.RedisSampleInterval), "publish_wait_replicas", c.PublishWaitReplicas,
 		"hot_rooms", c.Hot.Rooms, "hot_room_partitions", c.Hot.Partitions, "pod_id", c.Hot.PodID,
 		"occupancy_interval", fmtDuration(c.OccupancyInterval),
 		"history", c.History, "history_ttl", fmtDuration(c.HistoryTTL), "max_rooms", c.MaxRooms, "max_history_bytes", int64(c.MaxHistoryBytes),

@@ -8,7 +8,8 @@ import (
 )
 
 // FleetMetrics are the metric families every pod with --redis exports from its
-// start, before anything happened: the names dashboards and alerts may use.
+// start, before anything happened: the names dashboards and alerts may use. (The
+// roomcast_redis_subscriber_* gauges need +client|list in the pod's Redis ACL.)
 // go_sched_latencies_seconds comes from the Go collector cmd/gateway registers.
 var FleetMetrics = []string{
 	"roomcast_streams_open",
@@ -47,6 +48,9 @@ var FleetMetrics = []string{
 	"roomcast_redis_call_duration_seconds",
 	"roomcast_redis_call_errors_total",
 	"roomcast_redis_resubscribes_total",
+	"roomcast_redis_subscriber_connections",
+	"roomcast_redis_subscriber_output_buffer_bytes",
+	"roomcast_redis_subscriber_memory_bytes",
 	"roomcast_build_info",
 	"go_sched_latencies_seconds",
 }
@@ -57,6 +61,9 @@ var RedisMetrics = []string{
 	"roomcast_redis_call_duration_seconds",
 	"roomcast_redis_call_errors_total",
 	"roomcast_redis_resubscribes_total",
+	"roomcast_redis_subscriber_connections",
+	"roomcast_redis_subscriber_output_buffer_bytes",
+	"roomcast_redis_subscriber_memory_bytes",
 }
 
 // EmbeddedMetrics are the families only a pod on the embedded log exports.

@@ -20,8 +20,14 @@ func FreePort(t testing.TB) int {
 // server, or that see it come back on the same address.
 func StandaloneAt(t testing.TB, port int) *Server {
 	t.Helper()
+	return StandaloneAtWith(t, port, Options{})
+}
+
+// StandaloneAtWith is StandaloneAt configured by opts, as StandaloneWith.
+func StandaloneAtWith(t testing.TB, port int, opts Options) *Server {
+	t.Helper()
 	Require(t)
-	n, err := tryStartNode(t.TempDir(), port, false, 0, Options{})
+	n, err := tryStartNode(t.TempDir(), port, false, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

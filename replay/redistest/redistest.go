@@ -486,3 +486,7 @@ var errExited = errors.New("exited at start")
 
 // errNotReady is what a readiness poll returns while it should keep polling.
 var errNotReady = errors.New("not ready")
+
+// LogFile is the path of the node's log file, for tests that look for what the
+// server said (a client it closed, and why).
+func (n *Node) LogFile() string { return filepath.Join(n.dir, "redis.log") }
