@@ -26,6 +26,10 @@ import (
 // returns the function that removes it; removing a Blackhole closes the connections
 // it held (toxiproxy ends a link whose timeout toxic goes away).
 //
+// rueidis carries a client's commands and its subscriptions over the same
+// connections (one per node of a cluster, a few to a standalone server), so a
+// proxy faults both together: no address tells them apart.
+//
 // A proxy cannot tell its clients apart, so a client that must stay clean while
 // another's link fails dials a proxy of its own: a standalone server takes any
 // number of proxies (Proxied). A cluster names its nodes' addresses in CLUSTER
@@ -38,6 +42,9 @@ import (
 // toxiServer is the toxiproxy server every Proxy of this process belongs to; its API
 // listener is never started.
 var toxiServer = sync.OnceValue(func() *toxiproxy.ApiServer {
+	// Some toxics log through zerolog's global logger: this process has no other
+	// use for it.
+	zerolog.SetGlobalLevel(zerolog.Disabled)
 	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 })
 
