@@ -138,8 +138,8 @@ func blackholeRun(t *testing.T, faulty, clean *gatewaytest.Process, w *logWatch,
 	}
 	// The pod's own pings find the link dead (rueidis: a PING after Dialer.KeepAlive
 	// of silence, unanswered within ConnWriteTimeout): well within 20s. TCP keepalive
-	// never would here (the proxy's kernel answers it), and rueidis's defaults
-	// for a 30s keepalive meant 5 minutes.
+	// never would here (the proxy's kernel answers it), and a 30s keepalive with
+	// rueidis's timeout of ten keepalives took up to 5.5 minutes.
 	var lost time.Time
 	if err := polltest.Until(20*time.Second, func() bool {
 		var ok bool
