@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +23,10 @@ import (
 // acknowledged seq (gatewaytest.Ledger); each subscriber checks what it receives
 // (gatewaytest.Audit).
 type traffic struct {
-	t      *testing.T
-	pods   []*pod
-	rooms  []string
-	ledger *gatewaytest.Ledger
+	t       *testing.T
+	targets []string // where publishers publish: pods' base URLs
+	rooms   []string
+	ledger  *gatewaytest.Ledger
 
 	// mustAck: a publish begun before the publishers stop keeps retrying until it is
 	// acknowledged (for at most 30s), and one that never is fails the test.
@@ -37,34 +39,55 @@ type traffic struct {
 }
 
 // trafficSub is one client: it reads its stream into its audit and resumes by id on
-// any end.
+// any end, at bases[0], or, when its stream stays silent for idle (heartbeats
+// included; 0: never), at the next of its bases.
 type trafficSub struct {
-	pod   *pod
-	audit *gatewaytest.Audit
+	bases  []string
+	idle   time.Duration
+	audit  *gatewaytest.Audit
+	anchor atomic.Pointer[string] // the anchor's id: where to resume before any event
+	at     atomic.Int32           // index into bases
 }
 
 func newTraffic(t *testing.T, pods []*pod, rooms int) *traffic {
-	tr := &traffic{t: t, pods: pods, ledger: gatewaytest.NewLedger(), stop: make(chan struct{})}
+	targets := make([]string, len(pods))
+	for i, pd := range pods {
+		targets[i] = pd.public.URL
+	}
+	subs := make([][]string, len(pods))
+	for i := range targets {
+		subs[i] = []string{targets[i]}
+	}
+	return newTrafficAt(t, targets, subs, 0, rooms)
+}
+
+// newTrafficAt starts, for each room, a subscriber per entry of subs (the bases it
+// connects to, in turn, each time its stream stays silent for idle); publishers
+// (traffic.publish) go to targets. It returns once every subscriber has its anchor.
+func newTrafficAt(t *testing.T, targets []string, subs [][]string, idle time.Duration, rooms int) *traffic {
+	tr := &traffic{t: t, targets: targets, ledger: gatewaytest.NewLedger(), stop: make(chan struct{})}
 	p := redistest.Prefix(t)
 	for i := 0; i < rooms; i++ {
 		r := p + "." + strconv.Itoa(i)
 		tr.rooms = append(tr.rooms, r)
-		for _, pd := range pods {
+		for _, bases := range subs {
 			// From seq 1 on: every subscriber joins before the first publish. A resync
 			// within the epoch declares what it skips lost.
-			tr.subs = append(tr.subs, &trafficSub{pod: pd, audit: gatewaytest.NewAudit(r, 1, true)})
+			tr.subs = append(tr.subs, &trafficSub{bases: bases, idle: idle, audit: gatewaytest.NewAudit(r, 1, true)})
 		}
 	}
 	for _, s := range tr.subs {
 		tr.wg.Go(func() { s.run(tr.stop) })
 	}
-	// Publishing starts once every subscriber is in: each must then see seq 1 on.
-	replaytest.Eventually(t, 10*time.Second, "every subscriber joined", func() bool {
-		n := 0
-		for _, pd := range pods {
-			n += pd.rooms.Len()
+	// Publishing starts once every subscriber is in (its anchor, sent once it joined,
+	// came): each must then see seq 1 on.
+	replaytest.Eventually(t, 20*time.Second, "every subscriber joined", func() bool {
+		for _, s := range tr.subs {
+			if s.anchor.Load() == nil {
+				return false
+			}
 		}
-		return n == len(tr.subs)
+		return true
 	})
 	return tr
 }
@@ -97,23 +120,38 @@ func (s *trafficSub) once(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.pod.public.URL+"/rooms/"+s.audit.Room()+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.bases[s.at.Load()]+"/rooms/"+s.audit.Room()+"/events", nil)
 	if last := s.audit.Last(); last != (replay.Position{}) {
 		req.Header.Set("Last-Event-ID", last.String())
+	} else if a := s.anchor.Load(); a != nil {
+		req.Header.Set("Last-Event-ID", *a)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return
 	}
 	defer res.Body.Close()
-	dec := gatewaytest.NewDecoder(bufio.NewReader(res.Body), nil)
+	var body io.Reader = res.Body
+	if s.idle > 0 {
+		// A stream that stays silent past idle (its pod stopped, its link died) is
+		// given up: the next connection goes to the next base.
+		idle := time.AfterFunc(s.idle, func() {
+			s.at.Store((s.at.Load() + 1) % int32(len(s.bases)))
+			cancel()
+		})
+		defer idle.Stop()
+		body = idleReader{res.Body, idle, s.idle}
+	}
+	dec := gatewaytest.NewDecoder(bufio.NewReader(body), nil)
 	for {
 		ev, err := dec.Next()
 		if err != nil {
 			return
 		}
 		if ev.IsAnchor() {
-			continue // every subscriber joined before the first publish: its anchor is 0
+			id := string(ev.ID)
+			s.anchor.CompareAndSwap(nil, &id)
+			continue
 		}
 		id := ""
 		if ev.IDSet {
@@ -123,14 +161,25 @@ func (s *trafficSub) once(stop <-chan struct{}) {
 	}
 }
 
+// idleReader resets its timer at every read that returns bytes.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	idle  time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.idle)
+	}
+	return n, err
+}
+
 // publish runs publishers at rate events/s in total until stop, each publish to the
 // pods in turn.
 func (tr *traffic) publish(rate int, stop <-chan struct{}) {
-	targets := make([]string, len(tr.pods))
-	for i, pd := range tr.pods {
-		targets[i] = pd.public.URL
-	}
-	tr.ledger.Publish(gatewaytest.Publishers{Targets: targets, Rooms: tr.rooms, Rate: rate, Key: "pub", MustAck: tr.mustAck}, stop)
+	tr.ledger.Publish(gatewaytest.Publishers{Targets: tr.targets, Rooms: tr.rooms, Rate: rate, Key: "pub", MustAck: tr.mustAck}, stop)
 }
 
 // settle waits for the publishers to return, then until every subscriber reached its

@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		goleak.Cleanup(func(code int) {
 			redistest.Teardown()
+			removeGatewayBinary()
 			os.Exit(gatewaytest.RedactionMain(func() int { return code }))
 		}))...)
 }

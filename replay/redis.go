@@ -344,6 +344,33 @@ func (l *RedisLog) usable() error {
 	return fmt.Errorf("%w: not connected to %v yet", ErrUnavailable, l.cfg.Addrs)
 }
 
+// Link liveness. rueidis PINGs a connection that received nothing for
+// connKeepAlive (also the TCP keepalive interval) and drops it, failing everything
+// waiting on it, when that PING or any reply is not answered within
+// connReadTimeout(Timeout): twice the bound of one call, so a call that merely
+// times out does not take the connection with it. A subscription on the dropped
+// connection ends, and the room's loop subscribes again on a new one and repairs
+// from the log. So a link that goes silent without a FIN (a partition, a dead NAT
+// entry, a blackholing proxy) is found within 2*connKeepAlive +
+// connReadTimeout(Timeout): 6s with the default 2s Timeout. rueidis's defaults
+// derived from a 30s keepalive took up to 5.5 minutes.
+const connKeepAlive = time.Second
+
+func connReadTimeout(timeout time.Duration) time.Duration {
+	return max(2*timeout, time.Second)
+}
+
+// DetectionBound is how long a RedisLog whose RedisConfig.Timeout is timeout (0:
+// the default) takes at most to drop a connection to Redis that went silent (no
+// byte, no FIN): its next PING after connKeepAlive of silence, unanswered for
+// connReadTimeout.
+func DetectionBound(timeout time.Duration) time.Duration {
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	return 2*connKeepAlive + connReadTimeout(timeout)
+}
+
 // connectRedis makes a client from the first seed that answers, trying them in a
 // random order. One seed at a time: given several, rueidis dials them all at once,
 // keeps the first to answer and lets the others race into its connection table
@@ -358,13 +385,18 @@ func connectRedis(ctx context.Context, cfg RedisConfig) (rueidis.Client, error) 
 			return nil, errors.Join(append(errs, err)...)
 		}
 		client, err := rueidis.NewClient(rueidis.ClientOption{
-			InitAddress:  []string{addr},
-			Username:     cfg.Username,
-			Password:     cfg.Password,
-			ClientName:   cfg.clientName,
-			TLSConfig:    seedTLS(cfg.TLS, addr),
-			Dialer:       net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second},
-			DisableCache: true,
+			InitAddress: []string{addr},
+			Username:    cfg.Username,
+			Password:    cfg.Password,
+			ClientName:  cfg.clientName,
+			TLSConfig:   seedTLS(cfg.TLS, addr),
+			Dialer:      net.Dialer{Timeout: cfg.Timeout, KeepAlive: connKeepAlive},
+			// A connection that went silent is found by rueidis's own PING (see
+			// connKeepAlive), not by TCP keepalive: a proxy, a NAT or a paused
+			// peer's kernel may keep answering that while no byte of Redis's gets
+			// through.
+			ConnWriteTimeout: connReadTimeout(cfg.Timeout),
+			DisableCache:     true,
 			// Retries are ours: only a call that surely did not run, or that is safe
 			// to repeat, is sent again, and always within the call's Timeout.
 			DisableRetry: true,

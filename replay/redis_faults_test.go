@@ -268,3 +268,76 @@ func TestRedisPrimaryKilled(t *testing.T) {
 		}
 	})
 }
+
+// TestRedisBlackholedLink: the log's link to Redis drops every byte without a FIN.
+// The log must drop the connection on its own (its PINGs go unanswered), well
+// before TCP keepalive would (the proxy's kernel answers that), and once the link
+// is back subscribe again, ring a zero Event (repair from the log) and take
+// Appends.
+func TestRedisBlackholedLink(t *testing.T) {
+	t.Parallel()
+	p := redistest.Proxied(t, redistest.SharedStandalone(t))
+	l := newRedisLog(t, []string{p.Addr}, replay.RedisConfig{})
+	lost := make(chan time.Time, 1)
+	l.ObserveCalls(func(op replay.RedisOp, _ time.Duration, err error) {
+		if op == replay.OpSubscribe && err != nil {
+			select {
+			case lost <- time.Now():
+			default:
+			}
+		}
+	})
+	room := redistest.Prefix(t) + ".hole"
+	rec := subscribeRec(t, l, room)
+	mustAppend(t, l, room, msgN(1))
+	rec.untilSeq(t, 1, 5*time.Second)
+
+	start := time.Now()
+	lift := p.Blackhole(t)
+	select {
+	case at := <-lost:
+		t.Logf("subscription lost %s after the blackhole began (bound %s)", at.Sub(start).Round(time.Millisecond), replay.DetectionBound(0))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the subscription was not found lost within 30s of a blackhole")
+	}
+	lift()
+	replaytest.Eventually(t, 10*time.Second, "a resubscription", func() bool { return l.Stats().Resubscribes > 0 })
+	mustAppend(t, l, room, msgN(2))
+	rec.untilSeq(t, 2, 5*time.Second)
+}
+
+// TestRedisResetLink: the log's link to Redis is reset (RST) and every new
+// connection too, for a while; once it is not, the log subscribes again and takes
+// Appends.
+func TestRedisResetLink(t *testing.T) {
+	t.Parallel()
+	p := redistest.Proxied(t, redistest.SharedStandalone(t))
+	l := newRedisLog(t, []string{p.Addr}, replay.RedisConfig{})
+	lost := make(chan struct{}, 1)
+	l.ObserveCalls(func(op replay.RedisOp, _ time.Duration, err error) {
+		if op == replay.OpSubscribe && err != nil {
+			select {
+			case lost <- struct{}{}:
+			default:
+			}
+		}
+	})
+	room := redistest.Prefix(t) + ".reset"
+	rec := subscribeRec(t, l, room)
+	mustAppend(t, l, room, msgN(1))
+	rec.untilSeq(t, 1, 5*time.Second)
+
+	stop := p.ResetPeer(t, 0)
+	// A reset needs no PING to be found: the subscription ends at once (the bound
+	// here is for a loaded machine, not a measurement).
+	select {
+	case <-lost:
+	case <-time.After(replay.DetectionBound(0)):
+		stop()
+		t.Fatal("a reset link was not found before the bound for a silent one")
+	}
+	stop()
+	replaytest.Eventually(t, 10*time.Second, "a resubscription", func() bool { return l.Stats().Resubscribes > 0 })
+	mustAppend(t, l, room, msgN(2))
+	rec.untilSeq(t, 2, 5*time.Second)
+}

@@ -93,10 +93,13 @@ type Publishers struct {
 	// GiveUp bounds the retries of one publish; a publish not acknowledged by then
 	// failed for good. 0 means 30s.
 	GiveUp time.Duration
+	// Pad adds a string of this many bytes to every body (as "pad"), for traffic
+	// measured in bytes rather than events.
+	Pad int
 }
 
 // Publish starts p's workers, which publish until stop is closed; Wait waits for
-// them. Every publish sends {"k":<key>} with its key as Idempotency-Key, and retries
+// them. Every publish sends {"k":<key>} (and its Pad) with its key as Idempotency-Key, and retries
 // network errors and 5xx answers with the same key, backing off from 50ms to
 // 500ms. Any other answer but 201 fails the publish for good.
 func (l *Ledger) Publish(p Publishers, stop <-chan struct{}) {
@@ -136,11 +139,12 @@ func (l *Ledger) Publish(p Publishers, stop <-chan struct{}) {
 // good, or (without MustAck) stop abandons it.
 func (l *Ledger) publishOne(p Publishers, target, room, key string, stop <-chan struct{}) {
 	giveUp := time.Now().Add(p.GiveUp)
+	pad := strings.Repeat("x", p.Pad)
 	if p.MustAck {
 		stop = nil
 	}
 	for attempt := 0; ; attempt++ {
-		status, seq, err := publishOnce(p.Client, target, room, key)
+		status, seq, err := publishOnce(p.Client, target, room, key, pad)
 		switch {
 		case err == nil && status == http.StatusCreated && seq > 0:
 			l.Ack(room, seq)
@@ -170,8 +174,12 @@ func (l *Ledger) publishOne(p Publishers, target, room, key string, stop <-chan 
 
 // publishOnce posts one event and returns the answer's status and, on a 201, its
 // seq (0 when the answer does not decode).
-func publishOnce(hc *http.Client, target, room, key string) (int, uint64, error) {
-	req, err := http.NewRequest(http.MethodPost, target+"/rooms/"+room+"/events", strings.NewReader(`{"k":"`+key+`"}`))
+func publishOnce(hc *http.Client, target, room, key, pad string) (int, uint64, error) {
+	body := `{"k":"` + key + `"}`
+	if pad != "" {
+		body = `{"k":"` + key + `","pad":"` + pad + `"}`
+	}
+	req, err := http.NewRequest(http.MethodPost, target+"/rooms/"+room+"/events", strings.NewReader(body))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -228,6 +228,17 @@ func (n *Node) kill() {
 	_ = n.cmd.Wait()
 }
 
+// LogCount returns how many lines of the server's log file hold substr (the
+// server logs, for example, "for overcoming of output buffer limits" for each
+// client it closes over its output-buffer limit).
+func (n *Node) LogCount(substr string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+	if err != nil {
+		return 0, fmt.Errorf("redistest: log of %s: %w", n.Addr, err)
+	}
+	return bytes.Count(b, []byte(substr)), nil
+}
+
 // logTail returns the end of the node's log file, and what the server wrote to its
 // stderr (configuration errors come before the log is open), for failure messages.
 func (n *Node) logTail() string {
