@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -123,7 +124,7 @@ func (c *cli) ws(ctx context.Context, args []string, o wsOptions) error {
 		}
 		from[room] = id
 	}
-	target := wsclient.URL(c.url)
+	target := wsTarget(c.url, args[0])
 	boot := wire.NewBoot(time.Now())
 	printed := 0
 	const minWait, maxWait = 500 * time.Millisecond, 30 * time.Second
@@ -236,4 +237,13 @@ func agent() string {
 		a = a[:64]
 	}
 	return a
+}
+
+// wsTarget is the WebSocket URL of the gateway at base for a connection whose first
+// ROOM argument is first (room or room=id): the room rides in the URL's query,
+// where a router that hashes rooms finds it (deploy/nginx.conf: /ws?room=); the
+// gateway itself ignores it.
+func wsTarget(base, first string) string {
+	room, _, _ := strings.Cut(first, "=")
+	return wsclient.URL(base) + "?room=" + url.QueryEscape(room)
 }

@@ -118,3 +118,17 @@ func TestWSDefaultClientID(t *testing.T) {
 		t.Errorf("defaultClient(true) = %q, want %q", got, suffix)
 	}
 }
+
+// TestWSTargetCarriesTheFirstRoom: the connection's URL names its first room, the
+// key a router that hashes rooms routes /ws by.
+func TestWSTargetCarriesTheFirstRoom(t *testing.T) {
+	for _, c := range []struct{ base, first, want string }{
+		{"http://gw:8080", "orders", "ws://gw:8080/ws?room=orders"},
+		{"https://gw/", "orders=e1:5", "wss://gw/ws?room=orders"},
+		{"http://gw", "a.b~c_d-e", "ws://gw/ws?room=a.b~c_d-e"},
+	} {
+		if got := wsTarget(c.base, c.first); got != c.want {
+			t.Errorf("wsTarget(%q, %q) = %q, want %q", c.base, c.first, got, c.want)
+		}
+	}
+}
