@@ -50,6 +50,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
+	if cfg.Scenario == scenarioChaos {
+		return runChaosMain(ctx, cfg, stdout, stderr, wantBar(cfg.Bar, stderr))
+	}
 	rep, err := runWith(ctx, cfg, stderr, wantBar(cfg.Bar, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
