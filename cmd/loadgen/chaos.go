@@ -39,6 +39,8 @@ type ChaosResult struct {
 	MaxWaitMs float64 `json:"max_wait_ms"`
 	// Symptoms describe the first anomaly of each lossy member (bounded).
 	Symptoms []string `json:"symptoms,omitempty"`
+	// Incidents are pods that exited when no fault asked them to.
+	Incidents []string `json:"incidents,omitempty"`
 }
 
 // FaultRecord is one injected fault in the timeline.
@@ -59,9 +61,9 @@ type FaultRecord struct {
 // recoveryPoll is how often the recovery wait looks at the members.
 const recoveryPoll = 50 * time.Millisecond
 
-// runChaosMain runs the chaos scenario: the schedule, the fleet, the load, the
-// report. It returns the exit code.
-func runChaosMain(ctx context.Context, cfg Config, stdout, stderr io.Writer, bar bool) int {
+// startChaos prints the schedule, starts the fleet and points cfg at it. The
+// caller stops the fleet.
+func startChaos(cfg *Config, stdout, stderr io.Writer) (*fleet, error) {
 	schedule := newSchedule(scheduleSpec{
 		seed: cfg.Seed, duration: cfg.Duration, gap: cfg.FaultGap, count: cfg.FaultCount,
 		kinds: cfg.Faults, pods: chaosPods, shards: chaosShards, rooms: cfg.Rooms,
@@ -69,10 +71,8 @@ func runChaosMain(ctx context.Context, cfg Config, stdout, stderr io.Writer, bar
 	writeSchedule(stdout, cfg.Seed, schedule, cfg.roomName)
 	fl, err := startFleet(cfg.Gateway, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "loadgen: %v\n", err)
-		return exitError
+		return nil, err
 	}
-	defer fl.stop()
 	fmt.Fprintf(stderr, "chaos: fleet up: %s\n", fl.pids())
 	cfg.URLs, cfg.AdminURLs = nil, nil
 	for _, p := range fl.pods {
@@ -81,36 +81,7 @@ func runChaosMain(ctx context.Context, cfg Config, stdout, stderr io.Writer, bar
 	}
 	cfg.URL = cfg.URLs[0]
 	cfg.chaos = &chaosRun{fl: fl, schedule: schedule, log: stderr}
-	rep, err := runWith(ctx, cfg, stderr, bar)
-	if err != nil {
-		fmt.Fprintf(stderr, "loadgen: %v\n", err)
-		return exitError
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		fmt.Fprintf(stderr, "loadgen: %v\n", err)
-		return exitError
-	}
-	rep.Chaos.write(stdout, rep, &cfg)
-	if cfg.JSON {
-		if err := rep.WriteJSON(stdout); err != nil {
-			fmt.Fprintf(stderr, "loadgen: %v\n", err)
-			return exitError
-		}
-	}
-	code := exitOK
-	if why := rep.nothingMeasured(); why != "" {
-		fmt.Fprintf(stderr, "loadgen: the run measured nothing: %s\n", why)
-		code = exitError
-	}
-	if why := rep.scenarioFailed(); why != "" {
-		fmt.Fprintf(stderr, "loadgen: scenario chaos did not run as asked: %s\n", why)
-		code = exitError
-	}
-	if rep.Lossy() {
-		fmt.Fprintf(stderr, "loadgen: loss detected; rerun the same schedule with -scenario chaos -seed %d -duration %s\n", cfg.Seed, cfg.Duration)
-		return exitLossy
-	}
-	return code
+	return fl, nil
 }
 
 // runChaos injects the schedule's faults into the measured window that began at
@@ -119,6 +90,7 @@ func runChaos(ctx context.Context, ls *loadState, subs []*subscriber, rooms []*r
 	cr := ls.cfg.chaos
 	env := &chaosEnv{fl: cr.fl, pods: ls.pods, admin: admin, rooms: ls.cfg.roomName}
 	res := &ChaosResult{Seed: ls.cfg.Seed, Schedule: cr.schedule, Faults: []FaultRecord{}}
+	cr.fl.setOut(func(pod int) { ls.pods.out[pod].Store(true) })
 	kinds := map[string]faultKind{}
 	for _, k := range faultKinds {
 		kinds[k.name()] = k
@@ -278,6 +250,9 @@ func (c *ChaosResult) write(out io.Writer, r *Report, cfg *Config) {
 	row("longest wait", "%.0f ms (publish accepted → delivered, max over members)", c.MaxWaitMs)
 	for _, s := range c.Symptoms {
 		row("symptom", "%s", s)
+	}
+	for _, s := range c.Incidents {
+		row("incident", "%s", s)
 	}
 	verdict := "PASS"
 	if r.Lossy() {

@@ -127,6 +127,9 @@ func (k podFault) inject(ctx context.Context, env *chaosEnv, f Fault) (string, e
 	fl := env.fl
 	p := fl.pods[f.Target]
 	proc := p.process()
+	if !proc.Running() {
+		return "", fmt.Errorf("chaos: pod %d is down: it exited on its own", f.Target)
+	}
 	switch k.kind {
 	case kindShed:
 		n, err := shed(ctx, env.admin, p.admin, "", 100000)
@@ -147,14 +150,15 @@ func (k podFault) inject(ctx context.Context, env *chaosEnv, f Fault) (string, e
 	// A pod that goes away leaves the rotation, as a load balancer's health check
 	// would take it out, and comes back once restarted.
 	env.pods.out[f.Target].Store(true)
-	defer env.pods.out[f.Target].Store(false)
 	var how string
 	switch k.kind {
 	case kindKillPod:
+		p.expectExitNow()
 		proc.Kill()
 		how = fmt.Sprintf("pid %d killed", proc.Pid())
 		waitFor(ctx, nil, f.Hold)
 	case kindDrainPod:
+		p.expectExitNow()
 		if err := adminPost(ctx, env.admin, p.admin+"/admin/drain", "", nil); err != nil {
 			return "", err
 		}
@@ -171,5 +175,6 @@ func (k podFault) inject(ctx context.Context, env *chaosEnv, f Fault) (string, e
 	if err := fl.launch(p); err != nil {
 		return how, err
 	}
+	env.pods.out[f.Target].Store(false)
 	return fmt.Sprintf("%s, restarted as pid %d in %.1fs", how, p.process().Pid(), time.Since(start).Seconds()), nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +52,16 @@ type fleet struct {
 	bin    string
 	pods   []*chaosPod
 	log    io.Writer
+
+	mu        sync.Mutex
+	stopping  bool
+	out       func(pod int) // takes a pod out of the load's rotation; nil before the load
+	incidents []string      // pods that exited when no fault asked them to
+	started   time.Time
 }
+
+// logTailLines is how many of its last log lines an unexpectedly exited pod shows.
+const logTailLines = 15
 
 // chaosPod is one gateway pod: its id and listeners outlive its processes, so a
 // restarted pod serves the same URLs under the same pod id.
@@ -64,6 +74,7 @@ type chaosPod struct {
 	mu          sync.Mutex
 	proc        *gatewaytest.Process
 	launchCount int
+	expectExit  bool // the process is being ended on purpose
 }
 
 func (p *chaosPod) process() *gatewaytest.Process {
@@ -143,9 +154,63 @@ func (fl *fleet) launch(p *chaosPod) error {
 	}
 	p.mu.Lock()
 	p.proc = proc
+	p.expectExit = false
 	p.launchCount++
 	p.mu.Unlock()
+	go fl.watch(p, proc)
 	return nil
+}
+
+// expectExit marks pod p's process as about to end on purpose (a kill, a drain).
+func (p *chaosPod) expectExitNow() {
+	p.mu.Lock()
+	p.expectExit = true
+	p.mu.Unlock()
+}
+
+// watch waits for proc to end; when no fault and no stop asked it to, it says so
+// with the end of the pod's log, records an incident and takes the pod out of the
+// rotation (as a load balancer's health check would).
+func (fl *fleet) watch(p *chaosPod, proc *gatewaytest.Process) {
+	<-proc.Done()
+	p.mu.Lock()
+	expected := p.expectExit || p.proc != proc
+	p.mu.Unlock()
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if expected || fl.stopping {
+		return
+	}
+	code, at, _ := proc.Exit()
+	lines := strings.Split(proc.Log(), "\n")
+	from := max(0, len(lines)-logTailLines)
+	// A crash: from its first line (a panic's message and the top of its stack).
+	if i := slices.IndexFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ")
+	}); i >= 0 {
+		from = i
+	}
+	lines = lines[from:min(len(lines), from+2*logTailLines)]
+	what := fmt.Sprintf("pod %d (%s, pid %d) exited on its own with code %d at %s", p.index, p.id, proc.Pid(), code, at.UTC().Format("15:04:05.000"))
+	fl.incidents = append(fl.incidents, what)
+	fmt.Fprintf(fl.log, "chaos: %s; the end of its log:\n  %s\n", what, strings.Join(lines, "\n  "))
+	if fl.out != nil {
+		fl.out(p.index)
+	}
+}
+
+// incidentList returns the pods' unexpected exits so far.
+func (fl *fleet) incidentList() []string {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return slices.Clone(fl.incidents)
+}
+
+// setOut installs how a pod is taken out of the load's rotation.
+func (fl *fleet) setOut(out func(pod int)) {
+	fl.mu.Lock()
+	fl.out = out
+	fl.mu.Unlock()
 }
 
 // pids returns every process id of the fleet, for the operator.
@@ -170,6 +235,9 @@ func (fl *fleet) pids() string {
 // one is continued first, so that it can die) and the Redis nodes, then removes
 // the fleet's directory.
 func (fl *fleet) stop() {
+	fl.mu.Lock()
+	fl.stopping = true
+	fl.mu.Unlock()
 	for _, p := range fl.pods {
 		if proc := p.process(); proc != nil {
 			_ = proc.Signal(syscall.SIGCONT)

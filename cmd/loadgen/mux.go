@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -87,28 +84,7 @@ func (s *subscriber) streamMux(ctx context.Context, ls *loadState) error {
 			ls.streamClosed(mem)
 		}
 	}()
-	body := &countingReader{r: resp.Body, n: &s.bytes}
-	if s.br == nil {
-		s.br = bufio.NewReaderSize(body, 16<<10)
-	} else {
-		s.br.Reset(body)
-	}
-	dec := gatewaytest.NewDecoder(s.br, m.token)
-	defer func() {
-		if r, ok := dec.Retry(); ok {
-			s.retry = r
-		}
-	}()
-	for {
-		ev, err := dec.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read %s: %w", m.path, err)
-		}
-		m.handle(ev, time.Now(), ls)
-	}
+	return s.readEvents(resp.Body, m.token, m.path, func(ev gatewaytest.Event) { m.handle(ev, time.Now(), ls) })
 }
 
 // handle routes one frame of the stream to the member of its room.

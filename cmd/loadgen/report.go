@@ -152,6 +152,7 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 	r.Storm, r.Drains = w.storm, w.drains
 	if r.Chaos = w.chaos; r.Chaos != nil {
 		r.Chaos.fill(subs, w.start)
+		r.Chaos.Incidents = cfg.chaos.fl.incidentList()
 	}
 	var lat latencies
 	for _, s := range subs {
@@ -324,6 +325,9 @@ func (r *Report) scenarioFailed() string {
 		}
 	}
 	if c := r.Chaos; c != nil {
+		if len(c.Incidents) > 0 {
+			return c.Incidents[0]
+		}
 		for _, f := range c.Faults {
 			if f.Error != "" {
 				return fmt.Sprintf("%s %s at +%.1fs: %s", f.Kind, f.Target, f.AtSeconds, f.Error)

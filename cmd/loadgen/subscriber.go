@@ -152,13 +152,26 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 	s.established(ls)
 	defer ls.streamClosed(s)
 
-	body := &countingReader{r: resp.Body, n: &s.bytes}
+	return s.readEvents(resp.Body, s.resumeID, s.room.name, func(ev gatewaytest.Event) {
+		if ls.cfg.Protocol == protocolCentrifugo {
+			s.handleCentrifugo(ev, time.Now(), ls)
+		} else {
+			s.handle(ev, time.Now(), ls)
+		}
+	})
+}
+
+// readEvents decodes the events of a stream's body, resumed from lastID, into
+// handle until the stream ends: nil on a clean end of stream. The server's retry:
+// is kept for the next reconnect.
+func (s *subscriber) readEvents(body io.Reader, lastID []byte, what string, handle func(gatewaytest.Event)) error {
+	cr := &countingReader{r: body, n: &s.bytes}
 	if s.br == nil {
-		s.br = bufio.NewReaderSize(body, 16<<10)
+		s.br = bufio.NewReaderSize(cr, 16<<10)
 	} else {
-		s.br.Reset(body)
+		s.br.Reset(cr)
 	}
-	dec := gatewaytest.NewDecoder(s.br, s.resumeID)
+	dec := gatewaytest.NewDecoder(s.br, lastID)
 	defer func() {
 		if r, ok := dec.Retry(); ok {
 			s.retry = r
@@ -170,13 +183,9 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return fmt.Errorf("read %s: %w", s.room.name, err)
+			return fmt.Errorf("read %s: %w", what, err)
 		}
-		if ls.cfg.Protocol == protocolCentrifugo {
-			s.handleCentrifugo(ev, time.Now(), ls)
-		} else {
-			s.handle(ev, time.Now(), ls)
-		}
+		handle(ev)
 	}
 }
 
