@@ -66,25 +66,16 @@ func (c *Cluster) TryNodeForSlot(slot int) (*Node, error) {
 
 // TryPrimaries is Primaries returning an error.
 func (c *Cluster) TryPrimaries() ([]*Node, error) {
-	n0, err := c.tryAnyLive()
-	if err != nil {
-		return nil, err
-	}
-	views, err := c.view(n0)
-	if err != nil {
-		return nil, err
-	}
-	var out []*Node
-	for _, n := range c.nodes {
-		if v, ok := views[n.id]; ok && n.Alive() && v.has("master") && !v.failed() && len(v.slots) > 0 {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+	return c.liveWhere(func(v nodeView) bool { return v.has("master") && !v.failed() && len(v.slots) > 0 })
 }
 
 // TryReplicasOf is ReplicasOf returning an error.
 func (c *Cluster) TryReplicasOf(primary *Node) ([]*Node, error) {
+	return c.liveWhere(func(v nodeView) bool { return v.master == primary.id && !v.failed() })
+}
+
+// liveWhere returns the live nodes whose view, as a live node sees them, passes keep.
+func (c *Cluster) liveWhere(keep func(v nodeView) bool) ([]*Node, error) {
 	n0, err := c.tryAnyLive()
 	if err != nil {
 		return nil, err
@@ -95,7 +86,7 @@ func (c *Cluster) TryReplicasOf(primary *Node) ([]*Node, error) {
 	}
 	var out []*Node
 	for _, n := range c.nodes {
-		if v, ok := views[n.id]; ok && n.Alive() && v.master == primary.id && !v.failed() {
+		if v, ok := views[n.id]; ok && n.Alive() && keep(v) {
 			out = append(out, n)
 		}
 	}
@@ -121,16 +112,12 @@ func (c *Cluster) TryFailover(replica *Node) error {
 			}
 			return fmt.Errorf("%s: role %s: %w", replica.Addr, info["role"], errNotReady)
 		}
-		err = c.everyView(replica.id, func(n *Node, v nodeView, _ bool) error {
+		return c.viewsThenReady(replica.id, func(n *Node, v nodeView, _ bool) error {
 			if !v.has("master") || len(v.slots) == 0 {
 				return fmt.Errorf("%s does not see %s as primary yet: %w", n.Addr, replica.Addr, errNotReady)
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		return c.ready(false)
 	})
 	if err != nil {
 		return fmt.Errorf("redistest: failover to %s: %w", replica.Addr, err)
@@ -138,20 +125,25 @@ func (c *Cluster) TryFailover(replica *Node) error {
 	return nil
 }
 
+// viewsThenReady checks every live node's view of id (everyView), then that the
+// cluster is ok.
+func (c *Cluster) viewsThenReady(id string, check func(asked *Node, v nodeView, listed bool) error) error {
+	if err := c.everyView(id, check); err != nil {
+		return err
+	}
+	return c.ready(false)
+}
+
 // TryKill is Kill returning an error.
 func (c *Cluster) TryKill(n *Node) error {
 	n.kill()
 	err := polltest.Until(c.failoverBound(), func() error {
-		err := c.everyView(n.id, func(m *Node, v nodeView, ok bool) error {
+		return c.viewsThenReady(n.id, func(m *Node, v nodeView, ok bool) error {
 			if ok && !v.has("fail") {
 				return fmt.Errorf("%s does not flag %s failed yet: %w", m.Addr, n.Addr, errNotReady)
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		return c.ready(false)
 	})
 	if err != nil {
 		return fmt.Errorf("redistest: after killing %s: %w", n.Addr, err)
