@@ -26,7 +26,11 @@ func (ro *redisOwners) RecordAcks(ctx context.Context, recs []AckRecord) (int, e
 	if len(recs) > MaxAckBatch {
 		return 0, fmt.Errorf("replay: record acks: %d records: %w", len(recs), ErrInvalid)
 	}
-	cmds := make([]rueidis.Completed, 0, len(recs))
+	type call struct {
+		key  string
+		args []string
+	}
+	calls := make([]call, 0, len(recs))
 	for _, r := range recs {
 		if !validAckRecord(r) {
 			return 0, fmt.Errorf("replay: record acks of client %q: %w", r.Client, ErrInvalid)
@@ -36,9 +40,9 @@ func (ro *redisOwners) RecordAcks(ctx context.Context, recs []AckRecord) (int, e
 		for _, a := range r.Acks {
 			args = append(args, a.Room, encodeAck(a))
 		}
-		cmds = append(cmds, l.client.B().Fcall().Function(redisFnAcks).Numkeys(1).Key(redisClientKey(r.Client)).Arg(args...).Build())
+		calls = append(calls, call{key: redisClientKey(r.Client), args: args})
 	}
-	if len(cmds) == 0 {
+	if len(calls) == 0 {
 		return 0, nil
 	}
 	if err := l.usable(); err != nil {
@@ -49,6 +53,12 @@ func (ro *redisOwners) RecordAcks(ctx context.Context, recs []AckRecord) (int, e
 	stored := 0
 	err := l.retry(cctx, true, func(ctx context.Context) error {
 		stored = 0
+		// rueidis recycles a command once it has run: every attempt builds its own
+		// (a retry that sent the first attempt's commands again panicked).
+		cmds := make(rueidis.Commands, len(calls))
+		for i, c := range calls {
+			cmds[i] = l.client.B().Fcall().Function(redisFnAcks).Numkeys(1).Key(c.key).Arg(c.args...).Build()
+		}
 		for _, res := range l.doMulti(ctx, OpOwner, l.client, cmds...) {
 			n, err := res.AsInt64()
 			if err != nil {

@@ -107,6 +107,22 @@ type Config struct {
 	// ServeHub, when set, serves the yardstick hub on this address instead of
 	// generating load.
 	ServeHub string
+	// MuxStreams multiplexed SSE streams (GET /events?room=…) of MuxRooms rooms each
+	// are held by the last MuxStreams × MuxRooms of the subscribers (mux.go).
+	MuxStreams int
+	MuxRooms   int
+	// The chaos scenario (chaos.go): the seed of its fault schedule, the gateway
+	// binary its fleet runs (empty: built from ./cmd/gateway), the fault kinds it
+	// draws from, how many faults (0: as many as -duration holds), their nominal
+	// spacing, and the bound on one fault's recovery.
+	Seed          uint64
+	Gateway       string
+	Faults        []string
+	FaultCount    int
+	FaultGap      time.Duration
+	RecoveryBound time.Duration
+	// chaos is the running chaos scenario's fleet and schedule, set before the run.
+	chaos *chaosRun
 }
 
 // parseFlags reads a Config from command-line arguments.
@@ -154,11 +170,22 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	secretFile := fs.String("token-secret-file", "", "`file` holding the HMAC secret that signs Centrifugo connection tokens")
 	fs.Float64Var(&c.WSShare, "ws-share", 0, "`fraction` (0..1) of every room's subscribers that connect over WebSocket (GET /ws) instead of SSE (-protocol roomcast only); the report then has a line per transport")
 	fs.StringVar(&c.ServeHub, "serve-hub", "", "serve the yardstick SSE hub on this `address` instead of generating load")
+	fs.IntVar(&c.MuxStreams, "mux-streams", 0, "the last N×-mux-rooms subscribers hold N multiplexed SSE streams (GET /events?room=a&room=b…), one member per room")
+	fs.IntVar(&c.MuxRooms, "mux-rooms", 3, "rooms each -mux-streams stream follows")
+	fs.Uint64Var(&c.Seed, "seed", 1, "chaos: seed of the fault schedule (the same seed draws the same schedule)")
+	fs.StringVar(&c.Gateway, "gateway", "", "chaos: gateway `binary` the fleet runs (default: go build ./cmd/gateway into a temporary directory)")
+	faults := fs.String("faults", "", "chaos: comma-separated fault kinds to draw from (default all: "+strings.Join(faultKindNames(), ",")+")")
+	fs.IntVar(&c.FaultCount, "fault-count", 0, "chaos: number of faults (0 = as many as -duration holds at -fault-gap)")
+	fs.DurationVar(&c.FaultGap, "fault-gap", 15*time.Second, "chaos: nominal time between two faults (each drawn within ±25%; a fault also waits for the last one's recovery)")
+	fs.DurationVar(&c.RecoveryBound, "recovery-bound", time.Minute, "chaos: bound on one fault's recovery (the fleet whole, every stream open and caught up)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *faults != "" {
+		c.Faults = strings.Split(*faults, ",")
 	}
 	if err := applyScenario(fs, &c, admins); err != nil {
 		return Config{}, err
@@ -222,6 +249,7 @@ func (c *Config) validate() error {
 	if strings.Trim(c.TTL, "0123456789.nsuµmh") != "" {
 		errs = append(errs, fmt.Errorf("-ttl %q: want a duration such as 30s or whole seconds", c.TTL))
 	}
+	errs = append(errs, c.validateMux())
 	if c.WSShare < 0 || c.WSShare > 1 || math.IsNaN(c.WSShare) {
 		errs = append(errs, errors.New("-ws-share is a fraction of the subscribers: 0 to 1"))
 	}
@@ -309,3 +337,20 @@ func readSecret(path string) (string, error) {
 
 // roomName returns the name of room i.
 func (c *Config) roomName(i int) string { return fmt.Sprintf("%s%d", c.RoomPrefix, i) }
+
+// validateMux rejects multiplexed streams that cannot be laid out.
+func (c *Config) validateMux() error {
+	switch {
+	case c.MuxStreams < 0 || c.MuxRooms < 1 || c.MuxRooms > 64:
+		return errors.New("-mux-streams must be >= 0 and -mux-rooms 1 to 64")
+	case c.MuxStreams == 0:
+		return nil
+	case c.MuxRooms > c.Rooms:
+		return errors.New("-mux-rooms must not exceed -rooms: a stream follows distinct rooms")
+	case c.MuxStreams*c.MuxRooms > c.Subs:
+		return errors.New("-mux-streams × -mux-rooms members must fit in -subs")
+	case c.Protocol != protocolRoomcast:
+		return errors.New("-mux-streams needs -protocol roomcast")
+	}
+	return nil
+}

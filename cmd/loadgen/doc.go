@@ -16,7 +16,9 @@
 // /admin/shed or from the clients, and all resume; the report times the reconnects),
 // rolling-drain (several -url pods; the ones with an -admin-url are drained one at a
 // time through POST /admin/drain, or -drain-cmd runs per pod, while the load goes on)
-// and soak (a long steady run with a report line every -report-every). Without
+// soak (a long steady run with a report line every -report-every) and chaos (its
+// own fleet of a 3+3 Redis Cluster and three pods, faults injected one at a time on
+// a schedule drawn from -seed; chaos*.go). Without
 // -scenario the flags alone apply, as before. Every run keeps a timeline, one point
 // per second of the measured window, in the JSON report; -plot DIR draws it as PNGs.
 //
@@ -66,7 +68,9 @@
 // ones the tests use. Files by role: config.go (flags),
 // scenario.go (the named scenarios' defaults and checks), hist.go (latency
 // histogram), subscriber.go and publisher.go (the two sides of the load), ws.go (the
-// WebSocket transport of a subscriber), report_transport.go (the figures per
+// WebSocket transport of a subscriber), mux.go (multiplexed SSE members, -mux-streams),
+// chaos.go, chaos_fleet.go, chaos_schedule.go and chaos_faults.go (the chaos
+// scenario: its run, its fleet, its seeded schedule, its fault kinds), report_transport.go (the figures per
 // transport), pods.go
 // (several -url pods, and which streams are open where), run.go (phases: connect,
 // warm up, measure, settle), timeline.go (the per-second timeline), storm.go and
@@ -78,7 +82,7 @@
 // Concurrency: one goroutine per subscriber (a WebSocket subscriber's reads and
 // acks included; the library answers the server's pings inside its reads), a fixed pool of publishers, one
 // progress ticker, and in the measured window the timeline sampler (on run's
-// goroutine) and one goroutine for the scenario's action (storm, drains). Every
+// goroutine) and one goroutine for the scenario's action (storm, drains, chaos faults). Every
 // subscriber owns its tracker and histogram; shared counters are atomics read by the
 // progress line and the sampler, a subscriber's connection fields (open, pod, how to
 // end it, the storm's accounting) are guarded by loadState.connMu, and the final

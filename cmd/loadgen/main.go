@@ -50,6 +50,14 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
+	if cfg.Scenario == scenarioChaos {
+		fl, err := startChaos(&cfg, stdout, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			return exitError
+		}
+		defer fl.stop()
+	}
 	rep, err := runWith(ctx, cfg, stderr, wantBar(cfg.Bar, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
@@ -59,6 +67,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitError
 	}
+	rep.Chaos.write(stdout, rep, &cfg)
 	if cfg.JSON {
 		if err := rep.WriteJSON(stdout); err != nil {
 			fmt.Fprintf(stderr, "loadgen: %v\n", err)
@@ -85,6 +94,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if rep.Lossy() {
 		fmt.Fprintln(stderr, "loadgen: loss detected")
+		if rep.Chaos != nil {
+			fmt.Fprintf(stderr, "loadgen: rerun the same schedule with -scenario chaos -seed %d -duration %s\n", cfg.Seed, cfg.Duration)
+		}
 		return exitLossy
 	}
 	return code

@@ -27,6 +27,8 @@ type Report struct {
 	// Storm is the storm scenario's outcome; Drains the rolling-drain's, per pod.
 	Storm  *StormResult  `json:"storm,omitempty"`
 	Drains []DrainResult `json:"drains,omitempty"`
+	// Chaos is the chaos scenario's schedule, timeline and summary.
+	Chaos *ChaosResult `json:"chaos,omitempty"`
 	// Transports splits the subscribers' figures by transport, "sse" and "ws", when
 	// -ws-share > 0; the top-level figures stay those of every subscriber.
 	Transports map[string]*TransportResult `json:"transports,omitempty"`
@@ -148,6 +150,10 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 		r.Timeline = w.timeline
 	}
 	r.Storm, r.Drains = w.storm, w.drains
+	if r.Chaos = w.chaos; r.Chaos != nil {
+		r.Chaos.fill(subs, w.start)
+		r.Chaos.Incidents = cfg.chaos.fl.incidentList()
+	}
 	var lat latencies
 	for _, s := range subs {
 		if s.hist != nil {
@@ -316,6 +322,19 @@ func (r *Report) scenarioFailed() string {
 	for _, d := range r.Drains {
 		if d.Error != "" {
 			return "drain of " + d.URL + ": " + d.Error
+		}
+	}
+	if c := r.Chaos; c != nil {
+		if len(c.Incidents) > 0 {
+			return c.Incidents[0]
+		}
+		for _, f := range c.Faults {
+			if f.Error != "" {
+				return fmt.Sprintf("%s %s at +%.1fs: %s", f.Kind, f.Target, f.AtSeconds, f.Error)
+			}
+		}
+		if len(c.Faults) < len(c.Schedule) {
+			return fmt.Sprintf("%d of %d scheduled faults injected", len(c.Faults), len(c.Schedule))
 		}
 	}
 	return ""

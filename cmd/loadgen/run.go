@@ -82,6 +82,7 @@ type window struct {
 	timeline                 []TimelinePoint
 	storm                    *StormResult
 	drains                   []DrainResult
+	chaos                    *ChaosResult
 }
 
 // run drives one load run: connect the subscribers, hold them (idle) or publish
@@ -112,11 +113,17 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 	}
 	subs := make([]*subscriber, cfg.Subs)
 	runID := newRunID()
+	// The last -mux-streams × -mux-rooms subscribers are the members of the
+	// multiplexed streams: stream j follows rooms j×K … j×K+K-1 (mod the rooms).
+	plain := cfg.Subs - cfg.MuxStreams*cfg.MuxRooms
 	for i := range subs {
 		r := rooms[i%len(rooms)]
+		if i >= plain {
+			r = rooms[(i-plain)%len(rooms)]
+		}
 		r.members++
 		subs[i] = &subscriber{id: i, room: r}
-		if cfg.wsMember(i) {
+		if i < plain && cfg.wsMember(i) {
 			r.wsMembers++
 			subs[i].ws = newWSState(runID, i, r.name)
 		}
@@ -128,6 +135,9 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 		if !cfg.Idle {
 			subs[i].hist = new(histogram)
 		}
+	}
+	for j := range cfg.MuxStreams {
+		newMuxStream(j, subs[plain+j*cfg.MuxRooms:plain+(j+1)*cfg.MuxRooms])
 	}
 	ls.pendingSettle.Store(int64(len(subs)))
 	if len(subs) == 0 {
@@ -241,6 +251,8 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 			w.storm = runStorm(actx, ls, subs, admin, w.start)
 		case scenarioRollingDrain:
 			w.drains = runRollingDrain(actx, ls, admin)
+		case scenarioChaos:
+			w.chaos = runChaos(actx, ls, subs, pubs.rooms, admin, w.start)
 		}
 	}()
 	sm := newSampler(ls, subs, w.start)

@@ -18,6 +18,7 @@ const (
 	scenarioStorm        = "storm"         // every stream ends at once and resumes
 	scenarioRollingDrain = "rolling-drain" // pods drained one at a time under load
 	scenarioSoak         = "soak"          // a long steady run with periodic report lines
+	scenarioChaos        = "chaos"         // its own fleet, faults injected on a seeded schedule
 )
 
 // Ways the storm scenario ends every stream.
@@ -36,6 +37,10 @@ var scenarioDefaults = map[string]map[string]string{
 	scenarioStorm:        {"subs": "1000", "rooms": "1", "rate": "50", "duration": "30s", "retry-cap": minRetry.String()},
 	scenarioRollingDrain: {"subs": "1000", "rooms": "100", "rate": "200", "duration": "1m"},
 	scenarioSoak:         {"subs": "100", "rooms": "10", "rate": "50", "duration": "1h", "report-every": "1m"},
+	// 48 single-room members (4 a room, one of them over WebSocket) and 4
+	// multiplexed streams of 3 rooms.
+	scenarioChaos: {"subs": "60", "rooms": "12", "rate": "100", "ws-share": "0.25", "mux-streams": "4",
+		"mux-rooms": "3", "duration": "3m", "settle": "30s", "retry-cap": "1s"},
 }
 
 // scenarioNames returns the scenario names, sorted.
@@ -67,6 +72,10 @@ func applyScenario(fs *flag.FlagSet, c *Config, admins *stringList) error {
 			if err := fs.Set("subs", strconv.Itoa(2*c.Rooms)); err != nil {
 				return fmt.Errorf("-scenario %s: default -subs: %w", c.Scenario, err)
 			}
+		}
+	case scenarioChaos:
+		if given["url"] || given["admin-url"] {
+			return errors.New("-scenario chaos runs its own fleet: no -url or -admin-url")
 		}
 	case scenarioStorm:
 		if c.StormVia == "" {
@@ -128,6 +137,9 @@ func (c *Config) validateScenario() error {
 		case c.DrainCmd == "" && len(c.AdminURLs) >= len(c.URLs):
 			errs = append(errs, errors.New("rolling-drain through the admin API must leave a pod undrained: give fewer -admin-url than -url"))
 		}
+	}
+	if c.Scenario == scenarioChaos {
+		errs = append(errs, c.validateChaos())
 	}
 	if c.StormVia != "" && c.Scenario != scenarioStorm {
 		errs = append(errs, errors.New("-storm-via belongs to -scenario storm"))

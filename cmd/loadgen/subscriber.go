@@ -29,6 +29,7 @@ const minRetry = 10 * time.Millisecond
 var (
 	keySeq   = []byte(`"seq":`)
 	keyT     = []byte(`"t":`)
+	keyTS    = []byte(`"ts":`)
 	keyEpoch = []byte(`"epoch":"`)
 )
 
@@ -64,6 +65,13 @@ type subscriber struct {
 
 	reconnects int64 // connections after the first that got as far as streaming
 	ws         *wsState
+	mux        *muxStream // a member of a multiplexed stream (mux.go)
+
+	// maxWait is the longest a delivered event waited, from the publish the server
+	// accepted (the envelope's ts) to its arrival, in nanoseconds.
+	maxWait atomic.Int64
+	// firstBad is the first event the tracker did not take in order (for the report).
+	firstBad anomaly
 
 	token string // -protocol centrifugo: the connection token
 	epoch []byte // -protocol centrifugo: the room's epoch, nil before the first connect
@@ -72,11 +80,17 @@ type subscriber struct {
 // run connects and reconnects until ctx is done or the server refuses for good.
 func (s *subscriber) run(ctx context.Context, ls *loadState) {
 	s.retry = defaultRetry
+	if s.mux != nil && !s.mux.lead(s) {
+		return // the stream's lead member holds the connection
+	}
 	for {
 		var err error
-		if s.ws != nil {
+		switch {
+		case s.mux != nil:
+			err = s.streamMux(ctx, ls)
+		case s.ws != nil:
 			err = s.streamWS(ctx, ls)
-		} else {
+		default:
 			err = s.stream(ctx, ls)
 		}
 		if ctx.Err() != nil {
@@ -138,13 +152,26 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 	s.established(ls)
 	defer ls.streamClosed(s)
 
-	body := &countingReader{r: resp.Body, n: &s.bytes}
+	return s.readEvents(resp.Body, s.resumeID, s.room.name, func(ev gatewaytest.Event) {
+		if ls.cfg.Protocol == protocolCentrifugo {
+			s.handleCentrifugo(ev, time.Now(), ls)
+		} else {
+			s.handle(ev, time.Now(), ls)
+		}
+	})
+}
+
+// readEvents decodes the events of a stream's body, resumed from lastID, into
+// handle until the stream ends: nil on a clean end of stream. The server's retry:
+// is kept for the next reconnect.
+func (s *subscriber) readEvents(body io.Reader, lastID []byte, what string, handle func(gatewaytest.Event)) error {
+	cr := &countingReader{r: body, n: &s.bytes}
 	if s.br == nil {
-		s.br = bufio.NewReaderSize(body, 16<<10)
+		s.br = bufio.NewReaderSize(cr, 16<<10)
 	} else {
-		s.br.Reset(body)
+		s.br.Reset(cr)
 	}
-	dec := gatewaytest.NewDecoder(s.br, s.resumeID)
+	dec := gatewaytest.NewDecoder(s.br, lastID)
 	defer func() {
 		if r, ok := dec.Retry(); ok {
 			s.retry = r
@@ -156,13 +183,9 @@ func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return fmt.Errorf("read %s: %w", s.room.name, err)
+			return fmt.Errorf("read %s: %w", what, err)
 		}
-		if ls.cfg.Protocol == protocolCentrifugo {
-			s.handleCentrifugo(ev, time.Now(), ls)
-		} else {
-			s.handle(ev, time.Now(), ls)
-		}
+		handle(ev)
 	}
 }
 
@@ -266,8 +289,18 @@ func (s *subscriber) accept(epoch []byte, seq uint64, expired bool, data []byte,
 	if expired {
 		observe = s.track.ObserveExpired
 	}
-	if observe(epoch, seq) != gatewaytest.InOrder {
+	if v := observe(epoch, seq); v != gatewaytest.InOrder {
 		s.anomalies.Store(s.anomalies.Load() + 1)
+		if s.firstBad.verdict == 0 {
+			s.firstBad = anomaly{verdict: v, seq: seq, at: now}
+		}
+	}
+	if !expired {
+		if ts, ok := gatewaytest.UintAfter(data, keyTS); ok {
+			if w := now.UnixNano() - int64(ts)*int64(time.Millisecond); w > s.maxWait.Load() {
+				s.maxWait.Store(w)
+			}
+		}
 	}
 	s.deliveries.Store(s.deliveries.Load() + 1)
 	if s.hist != nil && ls.measuring.Load() && !expired {
@@ -279,6 +312,14 @@ func (s *subscriber) accept(epoch []byte, seq uint64, expired bool, data []byte,
 		s.lastSeq.Store(seq)
 	}
 	s.checkCaughtUp(ls)
+}
+
+// anomaly is an event the tracker did not take in order: what it was, its seq and
+// when it arrived.
+type anomaly struct {
+	verdict gatewaytest.Verdict
+	seq     uint64
+	at      time.Time
 }
 
 // noteMalformed counts an event that could not be accounted for.

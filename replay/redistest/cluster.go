@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -290,8 +289,8 @@ func (c *Cluster) ready(withReplicas bool) error {
 // owners, and every slot is served by a live primary.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
-	if err := polltest.Until(c.failoverBound(), func() error { return c.ready(false) }); err != nil {
-		t.Fatalf("redistest: cluster not ok: %v", err)
+	if err := c.TryWaitOK(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -320,25 +319,12 @@ func (c *Cluster) WaitState(t testing.TB, state string) {
 // election, with room for a slow machine.
 func (c *Cluster) failoverBound() time.Duration { return 6*c.cfg.NodeTimeout + 30*time.Second }
 
-func (c *Cluster) anyLive(t testing.TB) *Node {
-	t.Helper()
-	live := c.live()
-	if len(live) == 0 {
-		t.Fatal("redistest: no live node")
-	}
-	return live[0]
-}
-
 // NodeForSlot returns the primary serving slot.
 func (c *Cluster) NodeForSlot(t testing.TB, slot int) *Node {
 	t.Helper()
-	own, _, err := c.owners(c.anyLive(t))
+	n, err := c.TryNodeForSlot(slot)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := c.byID(own[slot])
-	if n == nil {
-		t.Fatalf("redistest: no primary serves slot %d", slot)
 	}
 	return n
 }
@@ -370,15 +356,9 @@ func (c *Cluster) NodeForKey(t testing.TB, key string) *Node {
 // Primaries returns the live primaries that serve slots.
 func (c *Cluster) Primaries(t testing.TB) []*Node {
 	t.Helper()
-	views, err := c.view(c.anyLive(t))
+	out, err := c.TryPrimaries()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []*Node
-	for _, n := range c.nodes {
-		if v, ok := views[n.id]; ok && n.Alive() && v.has("master") && !v.failed() && len(v.slots) > 0 {
-			out = append(out, n)
-		}
 	}
 	return out
 }
@@ -386,15 +366,9 @@ func (c *Cluster) Primaries(t testing.TB) []*Node {
 // ReplicasOf returns the live replicas of primary.
 func (c *Cluster) ReplicasOf(t testing.TB, primary *Node) []*Node {
 	t.Helper()
-	views, err := c.view(c.anyLive(t))
+	out, err := c.TryReplicasOf(primary)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []*Node
-	for _, n := range c.nodes {
-		if v, ok := views[n.id]; ok && n.Alive() && v.master == primary.id && !v.failed() {
-			out = append(out, n)
-		}
 	}
 	return out
 }
@@ -440,36 +414,8 @@ func (c *Cluster) WaitReplicated(t testing.TB, primary *Node) {
 // shard in every live node's view and the cluster is ok.
 func (c *Cluster) Failover(t testing.TB, replica *Node) {
 	t.Helper()
-	var asked time.Time
-	err := polltest.Until(c.failoverBound(), func() error {
-		info, err := replica.Info("replication")
-		if err != nil {
-			return err
-		}
-		if info["role"] != "master" {
-			// A manual failover that times out (its primary did not pause in time, or
-			// the vote failed) is abandoned by Redis: ask again.
-			if time.Since(asked) > 2*c.cfg.NodeTimeout+time.Second {
-				if _, err := replica.Do("CLUSTER", "FAILOVER"); err != nil {
-					return err
-				}
-				asked = time.Now()
-			}
-			return fmt.Errorf("%s: role %s: %w", replica.Addr, info["role"], errNotReady)
-		}
-		err = c.everyView(replica.id, func(n *Node, v nodeView, _ bool) error {
-			if !v.has("master") || len(v.slots) == 0 {
-				return fmt.Errorf("%s does not see %s as primary yet: %w", n.Addr, replica.Addr, errNotReady)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return c.ready(false)
-	})
-	if err != nil {
-		t.Fatalf("redistest: failover to %s: %v", replica.Addr, err)
+	if err := c.TryFailover(replica); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -478,21 +424,8 @@ func (c *Cluster) Failover(t testing.TB, replica *Node) {
 // over.
 func (c *Cluster) Kill(t testing.TB, n *Node) {
 	t.Helper()
-	n.kill()
-	err := polltest.Until(c.failoverBound(), func() error {
-		err := c.everyView(n.id, func(m *Node, v nodeView, ok bool) error {
-			if ok && !v.has("fail") {
-				return fmt.Errorf("%s does not flag %s failed yet: %w", m.Addr, n.Addr, errNotReady)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return c.ready(false)
-	})
-	if err != nil {
-		t.Fatalf("redistest: after killing %s: %v", n.Addr, err)
+	if err := c.TryKill(n); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -506,31 +439,17 @@ func (c *Cluster) KillNoWait(t testing.TB, n *Node) {
 // Keys stay on from until MigrateKeys moves them.
 func (c *Cluster) BeginMigration(t testing.TB, slot int, from, to *Node) {
 	t.Helper()
-	s := strconv.Itoa(slot)
-	to.MustDo(t, "CLUSTER", "SETSLOT", s, "IMPORTING", from.id)
-	from.MustDo(t, "CLUSTER", "SETSLOT", s, "MIGRATING", to.id)
+	if err := c.TryBeginMigration(slot, from, to); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // MigrateKeys moves keys of slot from one node to the other with MIGRATE: the given
 // keys, or, with none given, every key of the slot in batches of 100.
 func (c *Cluster) MigrateKeys(t testing.TB, slot int, from, to *Node, keys ...string) {
 	t.Helper()
-	migrate := func(keys []string) {
-		args := append([]string{"MIGRATE", "127.0.0.1", strconv.Itoa(to.Port), "", "0", "5000", "KEYS"}, keys...)
-		if out, err := from.Do(args...); err != nil || (out != "OK" && out != "NOKEY") {
-			t.Fatalf("redistest: migrate %d keys of slot %d: %q %v", len(keys), slot, out, err)
-		}
-	}
-	if len(keys) > 0 {
-		migrate(keys)
-		return
-	}
-	for {
-		out := from.MustDo(t, "CLUSTER", "GETKEYSINSLOT", strconv.Itoa(slot), "100")
-		if out == "" {
-			return
-		}
-		migrate(strings.Split(out, "\n"))
+	if err := c.TryMigrateKeys(slot, from, to, keys...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -538,28 +457,8 @@ func (c *Cluster) MigrateKeys(t testing.TB, slot int, from, to *Node, keys ...st
 // waits until every live node agrees.
 func (c *Cluster) FinishMigration(t testing.TB, slot int, from, to *Node) {
 	t.Helper()
-	s := strconv.Itoa(slot)
-	to.MustDo(t, "CLUSTER", "SETSLOT", s, "NODE", to.id)
-	from.MustDo(t, "CLUSTER", "SETSLOT", s, "NODE", to.id)
-	for _, p := range c.Primaries(t) {
-		if p != to && p != from {
-			p.MustDo(t, "CLUSTER", "SETSLOT", s, "NODE", to.id)
-		}
-	}
-	err := polltest.Until(30*time.Second, func() error {
-		for _, n := range c.live() {
-			own, _, err := c.owners(n)
-			if err != nil {
-				return err
-			}
-			if own[slot] != to.id {
-				return fmt.Errorf("%s: slot %d still on %s: %w", n.Addr, slot, own[slot], errNotReady)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("redistest: finishing migration of slot %d: %v", slot, err)
+	if err := c.TryFinishMigration(slot, from, to); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -567,10 +466,7 @@ func (c *Cluster) FinishMigration(t testing.TB, slot int, from, to *Node) {
 // IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE.
 func (c *Cluster) MigrateSlot(t testing.TB, slot int, from, to *Node) {
 	t.Helper()
-	if from == to {
-		t.Fatal(errors.New("redistest: migrate to the same node"))
+	if err := c.TryMigrateSlot(slot, from, to); err != nil {
+		t.Fatal(err)
 	}
-	c.BeginMigration(t, slot, from, to)
-	c.MigrateKeys(t, slot, from, to)
-	c.FinishMigration(t, slot, from, to)
 }
