@@ -72,6 +72,12 @@ func encodeOccupancy(members int, expires, updated int64) string {
 // space apart; members at least 1, updated not after expires. What Redis hands
 // back is input: anything else is an error.
 func ParseOccupancy(s string) (members int, expires, updated int64, err error) {
+	return parseRecord(s, 1)
+}
+
+// parseRecord reads "<count> <expires> <updated>" as ParseOccupancy does, with
+// count at least least.
+func parseRecord(s string, least int64) (count int, expires, updated int64, err error) {
 	if len(s) > 3*15+2 {
 		return 0, 0, 0, fmt.Errorf("replay: occupancy record of %d bytes", len(s))
 	}
@@ -87,7 +93,7 @@ func ParseOccupancy(s string) (members int, expires, updated int64, err error) {
 		}
 		n[i] = v
 	}
-	if n[0] < 1 || n[2] > n[1] {
+	if n[0] < least || n[2] > n[1] {
 		return 0, 0, 0, fmt.Errorf("replay: occupancy record %q: out of range", s)
 	}
 	return int(n[0]), n[1], n[2], nil
