@@ -82,6 +82,7 @@ type window struct {
 	timeline                 []TimelinePoint
 	storm                    *StormResult
 	drains                   []DrainResult
+	rebalance                *RebalanceResult
 }
 
 // run drives one load run: connect the subscribers, hold them (idle) or publish
@@ -106,6 +107,11 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 		allConnected: make(chan struct{}),
 		settled:      make(chan struct{}),
 		pods:         newPods(cfg.URLs),
+	}
+	if cfg.Scenario == scenarioRebalance {
+		// The last pod joins empty at the start of the measured window.
+		ls.pods.joiner = len(cfg.URLs) - 1
+		ls.pods.out[len(cfg.URLs)-1].Store(true)
 	}
 	if cfg.Subs == 0 {
 		close(ls.allConnected)
@@ -241,6 +247,8 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 			w.storm = runStorm(actx, ls, subs, admin, w.start)
 		case scenarioRollingDrain:
 			w.drains = runRollingDrain(actx, ls, admin)
+		case scenarioRebalance:
+			w.rebalance = runRebalance(actx, ls, admin)
 		}
 	}()
 	sm := newSampler(ls, subs, w.start)

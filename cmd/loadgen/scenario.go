@@ -18,6 +18,7 @@ const (
 	scenarioStorm        = "storm"         // every stream ends at once and resumes
 	scenarioRollingDrain = "rolling-drain" // pods drained one at a time under load
 	scenarioSoak         = "soak"          // a long steady run with periodic report lines
+	scenarioRebalance    = "rebalance"     // an empty pod joins loaded ones, which shed to it
 )
 
 // Ways the storm scenario ends every stream.
@@ -36,6 +37,8 @@ var scenarioDefaults = map[string]map[string]string{
 	scenarioStorm:        {"subs": "1000", "rooms": "1", "rate": "50", "duration": "30s", "retry-cap": minRetry.String()},
 	scenarioRollingDrain: {"subs": "1000", "rooms": "100", "rate": "200", "duration": "1m"},
 	scenarioSoak:         {"subs": "100", "rooms": "10", "rate": "50", "duration": "1h", "report-every": "1m"},
+	// The window lasts until the pods are balanced (within -rebalance-wait).
+	scenarioRebalance: {"subs": "3000", "rooms": "300", "rate": "100", "duration": "10s"},
 }
 
 // scenarioNames returns the scenario names, sorted.
@@ -128,6 +131,12 @@ func (c *Config) validateScenario() error {
 		case c.DrainCmd == "" && len(c.AdminURLs) >= len(c.URLs):
 			errs = append(errs, errors.New("rolling-drain through the admin API must leave a pod undrained: give fewer -admin-url than -url"))
 		}
+	}
+	if c.Scenario == scenarioRebalance && len(c.URLs) < 2 {
+		errs = append(errs, errors.New("rebalance needs at least two -url values: the streams start on all but the last, which joins empty"))
+	}
+	if c.RebalanceWait <= 0 {
+		errs = append(errs, errors.New("-rebalance-wait must be > 0"))
 	}
 	if c.StormVia != "" && c.Scenario != scenarioStorm {
 		errs = append(errs, errors.New("-storm-via belongs to -scenario storm"))
