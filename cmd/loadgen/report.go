@@ -339,8 +339,15 @@ func (r *Report) scenarioFailed() string {
 			return "drain of " + d.URL + ": " + d.Error
 		}
 	}
+	return ""
+}
+
+// unbalanced says why the rebalance scenario's pods did not reach the balance it
+// waits for, or "" when they did or there was no such scenario. Unlike a storm or a
+// drain that did not happen, it is a failed check, as a loss is.
+func (r *Report) unbalanced() string {
 	if rb := r.Rebalance; rb != nil && !rb.Converged {
-		return "rebalance: " + rb.Error
+		return rb.Error
 	}
 	return ""
 }

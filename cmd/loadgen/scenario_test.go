@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -294,6 +295,23 @@ func TestScenarioRebalance(t *testing.T) {
 		t.Errorf("%d duplicates", rep.Duplicates)
 	}
 	t.Logf("balanced in %.1fs: %v -> %v, sheds %v", rb.Seconds, rb.StreamsAtJoin, rb.StreamsAtEnd, rb.Sheds)
+}
+
+// TestScenarioRebalanceUnbalanced: pods that do not rebalance leave the joined pod
+// empty: the run says so and exits 1, though nothing was lost.
+func TestScenarioRebalanceUnbalanced(t *testing.T) {
+	redis := redistest.Standalone(t)
+	a := startPod(t, "pod-a", "--redis", redis.Addr, "--pod-id", "pod-a")
+	b := startPod(t, "pod-b", "--redis", redis.Addr, "--pod-id", "pod-b")
+	code, rep, _, stderr := runMain(t, "-scenario", "rebalance", "-url", a.Public, "-url", b.Public, "-room-prefix", redistest.Prefix(t)+"-",
+		"-subs", "10", "-rooms", "2", "-rate", "20", "-warmup", "0s", "-duration", "1s", "-rebalance-wait", "1s",
+		"-progress", "0", "-bar", "off")
+	if code != exitLossy || rep.Lost != 0 || !strings.Contains(stderr, "not balanced") {
+		t.Fatalf("exit %d, lost %d, stderr %q; want exit 1 for pods not balanced, nothing lost", code, rep.Lost, stderr)
+	}
+	if rb := rep.Rebalance; rb == nil || rb.Converged || rb.Error == "" || !slices.Equal(rb.StreamsAtEnd, []int64{10, 0}) {
+		t.Fatalf("rebalance = %+v; want not converged, the 10 streams still on pod a", rb)
+	}
 }
 
 func TestScenarioDefaults(t *testing.T) {
