@@ -119,9 +119,19 @@ func occupancyInt(s string) (int64, bool) {
 // the pods whose record is still in force at now (Unix ms). Malformed records are
 // skipped and counted in bad.
 func livePods(fields []string, now int64) (pods []PodCount, bad int) {
-	for i := 0; i+1 < len(fields) && len(pods) < MaxOccupancyPods; i += 2 {
+	return liveRecords(fields, now, 1, MaxOccupancyPods, func(pod string, n int, updated, expires time.Time) PodCount {
+		return PodCount{Pod: pod, Members: n, UpdatedAt: updated, ExpiresAt: expires}
+	})
+}
+
+// liveRecords turns stored records "<count> <expires> <updated>" (field, value
+// pairs, as HGETALL gives them), counts at least least, into up to limit values
+// made by mk of those still in force at now (Unix ms). Malformed records are skipped
+// and counted in bad.
+func liveRecords[T any](fields []string, now, least int64, limit int, mk func(pod string, n int, updated, expires time.Time) T) (out []T, bad int) {
+	for i := 0; i+1 < len(fields) && len(out) < limit; i += 2 {
 		pod, value := fields[i], fields[i+1]
-		members, expires, updated, err := ParseOccupancy(value)
+		n, expires, updated, err := parseRecord(value, least)
 		if err != nil || !ValidPodID(pod) {
 			bad++
 			continue
@@ -129,8 +139,7 @@ func livePods(fields []string, now int64) (pods []PodCount, bad int) {
 		if expires <= now {
 			continue
 		}
-		pods = append(pods, PodCount{Pod: pod, Members: members,
-			UpdatedAt: time.UnixMilli(updated), ExpiresAt: time.UnixMilli(expires)})
+		out = append(out, mk(pod, n, time.UnixMilli(updated), time.UnixMilli(expires)))
 	}
-	return pods, bad
+	return out, bad
 }

@@ -227,6 +227,36 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- set_record writes pod's record "<count> <expires ms> <updated ms>" in the hash key
+-- (keep false: deletes it), drops expired records, those that do not match form
+-- (whose capture is the expiry) and fields that name no pod, and makes the key
+-- expire with the last record in force. Returns the records left.
+local function set_record(key, pod, count, keep, ttl, form)
+  local now = now_ms()
+  if keep then
+    redis.call('HSET', key, pod, fmt(count) .. ' ' .. fmt(now + ttl) .. ' ' .. fmt(now))
+  else
+    redis.call('HDEL', key, pod)
+  end
+  local all = redis.call('HGETALL', key)
+  local last, left = 0, 0
+  for i = 1, #all, 2 do
+    local expires = tonumber(string.match(all[i + 1], form) or '')
+    if not expires or expires <= now or not valid_pod(all[i]) then
+      redis.call('HDEL', key, all[i])
+    else
+      left = left + 1
+      if expires > last then
+        last = expires
+      end
+    end
+  end
+  if last > 0 then
+    redis.call('PEXPIRE', key, last - now)
+  end
+  return left
+end
+
 -- occupancy: KEYS pods; ARGV pod id, members, ttl ms. Records that the pod holds
 -- that many members of the room until ttl passes (members 0: forgets the pod's
 -- record), drops expired and malformed records and fields that name no pod, and
@@ -246,29 +276,7 @@ local function occupancy(keys, args)
     return fail('bad count')
   end
 
-  local now = now_ms()
-  if members > 0 then
-    redis.call('HSET', keys[1], pod, fmt(members) .. ' ' .. fmt(now + ttl) .. ' ' .. fmt(now))
-  else
-    redis.call('HDEL', keys[1], pod)
-  end
-  local all = redis.call('HGETALL', keys[1])
-  local last, left = 0, 0
-  for i = 1, #all, 2 do
-    local expires = tonumber(string.match(all[i + 1], '^[1-9]%d* (%d+) %d+$') or '')
-    if not expires or expires <= now or not valid_pod(all[i]) then
-      redis.call('HDEL', keys[1], all[i])
-    else
-      left = left + 1
-      if expires > last then
-        last = expires
-      end
-    end
-  end
-  if last > 0 then
-    redis.call('PEXPIRE', keys[1], last - now)
-  end
-  return left
+  return set_record(keys[1], pod, members, members > 0, ttl, '^[1-9]%d* (%d+) %d+$')
 end
 
 -- occupancy_read: KEYS pods. Returns {server time in Unix ms, the records as
@@ -599,29 +607,7 @@ local function streams(keys, args)
   if not n or not ttl then
     return fail('bad count')
   end
-  local now = now_ms()
-  if ttl > 0 then
-    redis.call('HSET', keys[1], pod, fmt(n) .. ' ' .. fmt(now + ttl) .. ' ' .. fmt(now))
-  else
-    redis.call('HDEL', keys[1], pod)
-  end
-  local all = redis.call('HGETALL', keys[1])
-  local last, left = 0, 0
-  for i = 1, #all, 2 do
-    local expires = tonumber(string.match(all[i + 1], '^%d+ (%d+) %d+$') or '')
-    if not expires or expires <= now or not valid_pod(all[i]) then
-      redis.call('HDEL', keys[1], all[i])
-    else
-      left = left + 1
-      if expires > last then
-        last = expires
-      end
-    end
-  end
-  if last > 0 then
-    redis.call('PEXPIRE', keys[1], last - now)
-  end
-  return left
+  return set_record(keys[1], pod, n, ttl > 0, ttl, '^%d+ (%d+) %d+$')
 end
 
 -- streams_read: KEYS streams key. Returns {server time in Unix ms, the records as

@@ -44,18 +44,7 @@ func validStreams(pod string, streams int, ttl time.Duration) bool {
 // values as encodeOccupancy writes them) into the records still in force at now
 // (Unix ms). Malformed records are skipped and counted in bad.
 func liveStreams(fields []string, now int64) (out []PodStreams, bad int) {
-	for i := 0; i+1 < len(fields) && len(out) < MaxFleetPods; i += 2 {
-		pod, value := fields[i], fields[i+1]
-		streams, expires, updated, err := parseRecord(value, 0)
-		if err != nil || !ValidPodID(pod) {
-			bad++
-			continue
-		}
-		if expires <= now {
-			continue
-		}
-		out = append(out, PodStreams{Pod: pod, Streams: streams,
-			UpdatedAt: time.UnixMilli(updated), ExpiresAt: time.UnixMilli(expires)})
-	}
-	return out, bad
+	return liveRecords(fields, now, 0, MaxFleetPods, func(pod string, n int, updated, expires time.Time) PodStreams {
+		return PodStreams{Pod: pod, Streams: n, UpdatedAt: updated, ExpiresAt: expires}
+	})
 }

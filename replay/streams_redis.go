@@ -86,19 +86,7 @@ func (rs *redisStreams) Streams(ctx context.Context) ([]PodStreams, error) {
 	defer cancel()
 	var out []PodStreams
 	err := l.retry(cctx, true, func(ctx context.Context) error {
-		cmd := l.client.B().FcallRo().Function(redisFnStreamsRead).Numkeys(1).Key(redisStreamsKey).Build()
-		arr, err := l.do(ctx, OpOccupancy, l.client, cmd).ToArray()
-		if err != nil {
-			return err
-		}
-		if len(arr) != 2 {
-			return fmt.Errorf("streams read answered %d values, want 2", len(arr))
-		}
-		now, err := arr[0].AsInt64()
-		if err != nil {
-			return err
-		}
-		fields, err := arr[1].AsStrSlice()
+		now, fields, err := l.readRecords(ctx, redisFnStreamsRead, redisStreamsKey)
 		if err != nil {
 			return err
 		}
