@@ -144,6 +144,13 @@ type Config struct {
 	// /admin/rooms/{room} reports. Nil: the log's (replay.ControlOf); with none,
 	// this pod's own count alone.
 	Occupancy roomOccupancy
+	// Streams is the fleet's record of each pod's open connections, which the pod
+	// writes and, with Rebalance.On, compares itself with. Nil: the log's
+	// (replay.ControlOf).
+	Streams replay.FleetStreams
+	// Rebalance says whether and how the pod sheds connections while it holds more
+	// than its share of the fleet's (rebalance.go).
+	Rebalance Rebalance
 	// Tickets is the ticket store of the access control the server makes when Auth
 	// is nil. Nil: the log's (replay.ControlOf).
 	Tickets replay.Tickets
@@ -229,6 +236,9 @@ func (c *Config) fill() error {
 		}
 	} else if !replay.ValidPodID(c.PodID) {
 		return fmt.Errorf("gateway: pod id %q: must be 1 to %d printable ASCII bytes without spaces", c.PodID, replay.MaxPodIDLen)
+	}
+	if err := c.Rebalance.fill(); err != nil {
+		return err
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = 64 << 10

@@ -152,3 +152,58 @@ func (s *Server) connected(p auth.Principal, kind connKind, members []*rooms.Mem
 		remove()
 	}
 }
+
+// shedAway closes up to n open connections, like Shed, preferring those away from
+// home: it looks at a sample of the open connections, asks away which of their rooms
+// (at most maxHomeRooms) are held more on another pod, and sheds first the
+// connections every room of which is, then any of the sample. It reports how many
+// it closed, and how many of those were away.
+func (c *Connections) shedAway(n int, away func(rooms []string) map[string]bool) (closed, awayClosed int) {
+	if n <= 0 {
+		return 0, 0
+	}
+	c.mu.Lock()
+	sample := make([]*openConn, 0, min(len(c.open), max(64, 16*n), 4096))
+	for oc := range c.open { // map order: a different sample each round
+		if !oc.shed.Load() {
+			sample = append(sample, oc)
+		}
+		if len(sample) == cap(sample) {
+			break
+		}
+	}
+	c.mu.Unlock()
+	var rooms []string
+	seen := map[string]bool{}
+	for _, oc := range sample {
+		for _, m := range oc.members {
+			if r := m.Room(); !seen[r] && len(rooms) < maxHomeRooms {
+				seen[r] = true
+				rooms = append(rooms, r)
+			}
+		}
+	}
+	isAway := away(rooms)
+	allAway := func(oc *openConn) bool {
+		for _, m := range oc.members {
+			if !isAway[m.Room()] {
+				return false
+			}
+		}
+		return len(oc.members) > 0
+	}
+	for pass := range 2 {
+		for _, oc := range sample {
+			if closed == n {
+				return closed, awayClosed
+			}
+			if a := allAway(oc); (pass == 0) == a && c.shed(oc) {
+				closed++
+				if a {
+					awayClosed++
+				}
+			}
+		}
+	}
+	return closed, awayClosed
+}

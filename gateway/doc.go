@@ -47,6 +47,16 @@
 // its pod when the registry names its session; one of another identity is refused
 // with 4403.
 //
+// # Rebalancing
+//
+// Server.Rebalance, which the caller runs on a goroutine of its own until its
+// context ends, records the pod's open connections for the fleet every
+// Config.Rebalance.Interval (Config.Streams, else the log's) and, with
+// Config.Rebalance.On, sheds connections while the pod holds more than its share
+// (rebalance.go): paced, never while draining, those away from their rooms' home
+// first, through the same close as POST /admin/shed. It holds no lock across a
+// store call; Connections' mu is held only to sample the open connections.
+//
 // # Edge
 //
 // Before anything else, every listener answers 421 to a request whose Host names

@@ -48,9 +48,11 @@ type Server struct {
 	conns *Connections // every open connection, the drain's target
 	loop  *loop        // the event-loop workers idle connections wait on; nil: --idle-loop off
 
-	owners     clientOwners           // who owns each WebSocket client id (Config.Owners)
-	notices    podNotices             // close notices between pods (Config.Notices)
-	occupancy  roomOccupancy          // the fleet's records of who holds each room; nil: none
+	owners     clientOwners        // who owns each WebSocket client id (Config.Owners)
+	notices    podNotices          // close notices between pods (Config.Notices)
+	occupancy  roomOccupancy       // the fleet's records of who holds each room; nil: none
+	streams    replay.FleetStreams // the fleet's records of each pod's open connections; nil: none
+	rebalanceM *rebalanceMetrics
 	wsMu       sync.Mutex             // guards wsByClient and wsClaims
 	wsByClient map[string]*wsConn     // the pod's WebSocket connections by client id
 	wsClaims   map[string]*claimTurn  // the claims of each client id in progress on the pod
@@ -100,6 +102,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 	if s.occupancy = cfg.Occupancy; s.occupancy == nil && ctl.Occupancy != nil {
 		s.occupancy = ctl.Occupancy
 	}
+	if s.streams = cfg.Streams; s.streams == nil {
+		s.streams = ctl.Streams
+	}
 	if s.auth == nil {
 		var keys []string
 		if cfg.PublishToken != "" {
@@ -131,6 +136,9 @@ func New(log replay.Log, reg *rooms.Registry, dr *drain.Drainer, cfg Config) (*S
 		return nil, err
 	}
 	if err := s.registerWSMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
+	if s.rebalanceM, err = newRebalanceMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}
 	return s, nil

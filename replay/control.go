@@ -10,13 +10,14 @@ import (
 // of a fleet share. Each is a small interface of its own, with one implementation
 // over each Log backend; ControlOf returns the ones that share a log's backend.
 type Control struct {
-	Tickets     Tickets     // single-use tickets (access control)
-	Revocations Revocations // revoked users and tokens (access control)
-	Occupancy   Occupancy   // each pod's member count of each room it holds
-	Owners      Owners      // which connection owns each WebSocket client id
-	Notices     Notices     // short notices to one pod (close a displaced client)
-	Pods        Pods        // which live process holds each pod id (pods.go)
-	Receipts    Receipts    // each client's last ack per room, with its owner (receipts.go)
+	Tickets     Tickets      // single-use tickets (access control)
+	Revocations Revocations  // revoked users and tokens (access control)
+	Occupancy   Occupancy    // each pod's member count of each room it holds
+	Owners      Owners       // which connection owns each WebSocket client id
+	Notices     Notices      // short notices to one pod (close a displaced client)
+	Pods        Pods         // which live process holds each pod id (pods.go)
+	Receipts    Receipts     // each client's last ack per room, with its owner (receipts.go)
+	Streams     FleetStreams // each pod's open connections (streams.go)
 }
 
 // ControlOf returns the control plane that shares log's backend, and false for a
@@ -31,9 +32,9 @@ func ControlOf(log Log) (Control, bool) {
 	for {
 		switch l := log.(type) {
 		case *RedisLog:
-			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods, Receipts: l.owners}, true
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods, Receipts: l.owners, Streams: l.streams}, true
 		case *MemoryLog:
-			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods, Receipts: l.owners}, true
+			return Control{Tickets: l.tickets, Revocations: l.revs, Occupancy: l.occ, Owners: l.owners, Notices: l.notices, Pods: l.pods, Receipts: l.owners, Streams: l.streams}, true
 		case interface{ Unwrap() Log }:
 			if log = l.Unwrap(); log != nil {
 				continue

@@ -6,7 +6,8 @@
 //
 // Beside the history it keeps the control plane a fleet shares, each part behind an
 // interface of its own: Tickets and Revocations (control.go), Occupancy
-// (occupancy.go), Owners and Notices (owners.go), Pods (pods.go). They are not the Log's: ControlOf
+// (occupancy.go), Owners and Notices (owners.go), Pods (pods.go), FleetStreams
+// (streams.go). They are not the Log's: ControlOf
 // returns a log's Control, the stores on the log's backend, each in a file of its
 // own (control_memory.go, occupancy_redis.go, notices_redis.go, …). A RedisLog's
 // stores share its one rueidis client (so its connections), its connection state,
@@ -92,6 +93,12 @@
 // room:pod:{<pod>}:live with a TTL, claimed and refreshed by roomcast_v1_pod and
 // released by roomcast_v1_pod_release, which compare the instance in Lua
 // (pods_redis.go); a MemoryLog's is one map on its clock.
+//
+// Both also have FleetStreams: each pod's open connections, with a TTL, which a
+// rebalancing pod compares with the fleet's mean. A RedisLog's keeps them all in one
+// hash, room:fleet:{streams} (one slot: one call reads the fleet), written and read
+// by two functions of the library on the node's clock (streams_redis.go); a count
+// of 0 is a record, so an empty pod counts. A MemoryLog's is one map on its clock.
 //
 // # Client ownership
 //

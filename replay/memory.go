@@ -120,7 +120,8 @@ type MemoryLog struct {
 	// The pod's control plane (ControlOf), each store in its file: tickets and
 	// revocations (control_memory.go), pods' member counts (occupancy_memory.go),
 	// client ownership (owners_memory.go), pod notices (notices_memory.go) and pods'
-	// liveness records (pods_memory.go). The sweeper prunes them; they refuse calls
+	// liveness records (pods_memory.go) and their open connections
+	// (streams_memory.go). The sweeper prunes them; they refuse calls
 	// once the log is closed.
 	tickets *memTickets
 	revs    *memRevocations
@@ -128,6 +129,7 @@ type MemoryLog struct {
 	owners  *memOwners
 	notices *memNotices
 	pods    *memPods
+	streams *memStreams
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -171,6 +173,7 @@ func NewMemoryLog(cfg MemoryConfig) (*MemoryLog, error) {
 	l := &MemoryLog{cfg: cfg, started: time.Now(), seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
 	l.tickets, l.revs, l.occ = &memTickets{l: l}, &memRevocations{l: l}, &memOccupancy{l: l}
 	l.owners, l.notices, l.pods = &memOwners{l: l}, &memNotices{l: l}, &memPods{l: l}
+	l.streams = &memStreams{l: l}
 	for i := range l.shards {
 		l.shards[i].rooms = make(map[string]*memRoom)
 		l.subs[i].rings = make(map[string]func(Event))
@@ -514,6 +517,7 @@ func (l *MemoryLog) sweep() {
 	l.occ.prune(now)
 	l.owners.prune(now)
 	l.pods.prune(now)
+	l.streams.prune(now)
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()

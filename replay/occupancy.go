@@ -72,6 +72,12 @@ func encodeOccupancy(members int, expires, updated int64) string {
 // space apart; members at least 1, updated not after expires. What Redis hands
 // back is input: anything else is an error.
 func ParseOccupancy(s string) (members int, expires, updated int64, err error) {
+	return parseRecord(s, 1)
+}
+
+// parseRecord reads "<count> <expires> <updated>" as ParseOccupancy does, with
+// count at least least.
+func parseRecord(s string, least int64) (count int, expires, updated int64, err error) {
 	if len(s) > 3*15+2 {
 		return 0, 0, 0, fmt.Errorf("replay: occupancy record of %d bytes", len(s))
 	}
@@ -87,7 +93,7 @@ func ParseOccupancy(s string) (members int, expires, updated int64, err error) {
 		}
 		n[i] = v
 	}
-	if n[0] < 1 || n[2] > n[1] {
+	if n[0] < least || n[2] > n[1] {
 		return 0, 0, 0, fmt.Errorf("replay: occupancy record %q: out of range", s)
 	}
 	return int(n[0]), n[1], n[2], nil
@@ -113,9 +119,19 @@ func occupancyInt(s string) (int64, bool) {
 // the pods whose record is still in force at now (Unix ms). Malformed records are
 // skipped and counted in bad.
 func livePods(fields []string, now int64) (pods []PodCount, bad int) {
-	for i := 0; i+1 < len(fields) && len(pods) < MaxOccupancyPods; i += 2 {
+	return liveRecords(fields, now, 1, MaxOccupancyPods, func(pod string, n int, updated, expires time.Time) PodCount {
+		return PodCount{Pod: pod, Members: n, UpdatedAt: updated, ExpiresAt: expires}
+	})
+}
+
+// liveRecords turns stored records "<count> <expires> <updated>" (field, value
+// pairs, as HGETALL gives them), counts at least least, into up to limit values
+// made by mk of those still in force at now (Unix ms). Malformed records are skipped
+// and counted in bad.
+func liveRecords[T any](fields []string, now, least int64, limit int, mk func(pod string, n int, updated, expires time.Time) T) (out []T, bad int) {
+	for i := 0; i+1 < len(fields) && len(out) < limit; i += 2 {
 		pod, value := fields[i], fields[i+1]
-		members, expires, updated, err := ParseOccupancy(value)
+		n, expires, updated, err := parseRecord(value, least)
 		if err != nil || !ValidPodID(pod) {
 			bad++
 			continue
@@ -123,8 +139,7 @@ func livePods(fields []string, now int64) (pods []PodCount, bad int) {
 		if expires <= now {
 			continue
 		}
-		pods = append(pods, PodCount{Pod: pod, Members: members,
-			UpdatedAt: time.UnixMilli(updated), ExpiresAt: time.UnixMilli(expires)})
+		out = append(out, mk(pod, n, time.UnixMilli(updated), time.UnixMilli(expires)))
 	}
-	return pods, bad
+	return out, bad
 }

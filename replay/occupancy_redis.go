@@ -83,6 +83,24 @@ func (ro *redisOccupancy) SetOccupancy(ctx context.Context, pod string, ttl time
 	return nil
 }
 
+// readRecords calls fn, a read of the pods' records in the hash key that answers
+// {server time in Unix ms, the records as HGETALL gives them}, once.
+func (l *RedisLog) readRecords(ctx context.Context, fn, key string) (now int64, fields []string, err error) {
+	cmd := l.client.B().FcallRo().Function(fn).Numkeys(1).Key(key).Build()
+	arr, err := l.do(ctx, OpOccupancy, l.client, cmd).ToArray()
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(arr) != 2 {
+		return 0, nil, fmt.Errorf("%s answered %d values, want 2", fn, len(arr))
+	}
+	if now, err = arr[0].AsInt64(); err != nil {
+		return 0, nil, err
+	}
+	fields, err = arr[1].AsStrSlice()
+	return now, fields, err
+}
+
 // worstOf picks, among errors of one pipelined batch, the one that decides whether
 // what is left of the batch is repeated: a definite failure stops it, a node that
 // lacks the library has it loaded, anything else is repeated.
@@ -114,19 +132,7 @@ func (ro *redisOccupancy) Occupancy(ctx context.Context, room string) ([]PodCoun
 	defer cancel()
 	var pods []PodCount
 	err := l.retry(cctx, true, func(ctx context.Context) error {
-		cmd := l.client.B().FcallRo().Function(redisFnOccupancyRead).Numkeys(1).Key(redisPodsKey(room)).Build()
-		arr, err := l.do(ctx, OpOccupancy, l.client, cmd).ToArray()
-		if err != nil {
-			return err
-		}
-		if len(arr) != 2 {
-			return fmt.Errorf("occupancy read answered %d values, want 2", len(arr))
-		}
-		now, err := arr[0].AsInt64()
-		if err != nil {
-			return err
-		}
-		fields, err := arr[1].AsStrSlice()
+		now, fields, err := l.readRecords(ctx, redisFnOccupancyRead, redisPodsKey(room))
 		if err != nil {
 			return err
 		}

@@ -217,13 +217,14 @@ type RedisLog struct {
 	// The control plane on this log's client (ControlOf), each store in its file:
 	// tickets and revocations (control_redis.go), occupancy (occupancy_redis.go),
 	// client ownership (owners_redis.go), pod notices (notices_redis.go) and pods'
-	// liveness records (pods_redis.go).
+	// liveness records (pods_redis.go) and their open connections (streams_redis.go).
 	tickets *redisTickets
 	revs    *redisRevocations
 	occ     *redisOccupancy
 	owners  *redisOwners
 	notices *redisNotices
 	pods    *redisPods
+	streams *redisStreams
 
 	group groupCommit // Appends waiting for, or in, a flush (redis_group.go)
 	slots slotMap     // cluster slot owners, for flushes that WAIT
@@ -290,6 +291,7 @@ func NewRedisLog(ctx context.Context, cfg RedisConfig) (*RedisLog, error) {
 	l := &RedisLog{cfg: cfg, life: life, cancel: cancel, subs: make(map[string]*redisSub), hot: hot}
 	l.tickets, l.revs, l.occ = &redisTickets{l: l}, &redisRevocations{l: l}, &redisOccupancy{l: l}
 	l.owners, l.notices, l.pods = &redisOwners{l: l}, &redisNotices{l: l}, &redisPods{l: l}
+	l.streams = &redisStreams{l: l}
 	l.health.Store(&Health{Kind: "redis", ChangedAt: time.Now()})
 	if err := l.connect(ctx); err != nil {
 		if !errors.Is(err, ErrUnavailable) {

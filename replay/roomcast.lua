@@ -19,6 +19,9 @@
 --   room:pod:{p}:live   hash: instance, host, pid, started, admin, refreshed (Unix
 --                       ms), with a TTL: the live process that holds pod id p
 --                       (pod, pod_release)
+--   room:fleet:{streams} hash: pod id -> "<streams> <expires ms> <updated ms>", each
+--                       pod's open connections, expiring with its last record
+--                       (streams, streams_read)
 -- Function names carry the library version, since Redis requires function names to
 -- be unique across libraries: two versions can be loaded side by side during a
 -- rolling upgrade.
@@ -224,6 +227,36 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- set_record writes pod's record "<count> <expires ms> <updated ms>" in the hash key
+-- (keep false: deletes it), drops expired records, those that do not match form
+-- (whose capture is the expiry) and fields that name no pod, and makes the key
+-- expire with the last record in force. Returns the records left.
+local function set_record(key, pod, count, keep, ttl, form)
+  local now = now_ms()
+  if keep then
+    redis.call('HSET', key, pod, fmt(count) .. ' ' .. fmt(now + ttl) .. ' ' .. fmt(now))
+  else
+    redis.call('HDEL', key, pod)
+  end
+  local all = redis.call('HGETALL', key)
+  local last, left = 0, 0
+  for i = 1, #all, 2 do
+    local expires = tonumber(string.match(all[i + 1], form) or '')
+    if not expires or expires <= now or not valid_pod(all[i]) then
+      redis.call('HDEL', key, all[i])
+    else
+      left = left + 1
+      if expires > last then
+        last = expires
+      end
+    end
+  end
+  if last > 0 then
+    redis.call('PEXPIRE', key, last - now)
+  end
+  return left
+end
+
 -- occupancy: KEYS pods; ARGV pod id, members, ttl ms. Records that the pod holds
 -- that many members of the room until ttl passes (members 0: forgets the pod's
 -- record), drops expired and malformed records and fields that name no pod, and
@@ -243,29 +276,7 @@ local function occupancy(keys, args)
     return fail('bad count')
   end
 
-  local now = now_ms()
-  if members > 0 then
-    redis.call('HSET', keys[1], pod, fmt(members) .. ' ' .. fmt(now + ttl) .. ' ' .. fmt(now))
-  else
-    redis.call('HDEL', keys[1], pod)
-  end
-  local all = redis.call('HGETALL', keys[1])
-  local last, left = 0, 0
-  for i = 1, #all, 2 do
-    local expires = tonumber(string.match(all[i + 1], '^[1-9]%d* (%d+) %d+$') or '')
-    if not expires or expires <= now or not valid_pod(all[i]) then
-      redis.call('HDEL', keys[1], all[i])
-    else
-      left = left + 1
-      if expires > last then
-        last = expires
-      end
-    end
-  end
-  if last > 0 then
-    redis.call('PEXPIRE', keys[1], last - now)
-  end
-  return left
+  return set_record(keys[1], pod, members, members > 0, ttl, '^[1-9]%d* (%d+) %d+$')
 end
 
 -- occupancy_read: KEYS pods. Returns {server time in Unix ms, the records as
@@ -575,6 +586,39 @@ local function pod_release(keys, args)
   return 1
 end
 
+-- Each pod's open connections, one hash for the fleet (one slot): a pod compares
+-- itself with the fleet's mean. A count of 0 is a record (an empty pod counts).
+local STREAMS_KEY = 'room:fleet:{streams}'
+
+-- streams: KEYS streams key; ARGV pod id, streams, ttl ms (ttl 0: forgets the pod's
+-- record). Drops expired and malformed records and makes the key expire with the
+-- last record in force. Returns the records left.
+local function streams(keys, args)
+  if #keys ~= 1 or keys[1] ~= STREAMS_KEY then
+    return fail('bad streams key')
+  end
+  if #args ~= 3 then
+    return fail('streams takes 3 arguments')
+  end
+  local pod, n, ttl = args[1], integer(args[2]), integer(args[3])
+  if not valid_pod(pod) then
+    return fail('bad pod')
+  end
+  if not n or not ttl then
+    return fail('bad count')
+  end
+  return set_record(keys[1], pod, n, ttl > 0, ttl, '^%d+ (%d+) %d+$')
+end
+
+-- streams_read: KEYS streams key. Returns {server time in Unix ms, the records as
+-- HGETALL gives them}; the caller drops the expired ones.
+local function streams_read(keys, args)
+  if #keys ~= 1 or keys[1] ~= STREAMS_KEY or #args ~= 0 then
+    return fail('bad streams read')
+  end
+  return {now_ms(), redis.call('HGETALL', keys[1])}
+end
+
 redis.register_function('roomcast_v1_publish', publish)
 redis.register_function('roomcast_v1_publish_ttl', publish_ttl)
 redis.register_function{function_name = 'roomcast_v1_since', callback = since, flags = {'no-writes'}}
@@ -588,3 +632,5 @@ redis.register_function('roomcast_v1_refresh_as', refresh_as)
 redis.register_function('roomcast_v1_acks', acks)
 redis.register_function('roomcast_v1_pod', pod)
 redis.register_function('roomcast_v1_pod_release', pod_release)
+redis.register_function('roomcast_v1_streams', streams)
+redis.register_function{function_name = 'roomcast_v1_streams_read', callback = streams_read, flags = {'no-writes'}}

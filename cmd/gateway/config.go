@@ -30,6 +30,9 @@ type config struct {
 	RedisSampleInterval time.Duration
 	Hot                 hotFlags
 	OccupancyInterval   time.Duration
+	Rebalance           bool
+	RebalanceMargin     float64
+	RebalanceRate       float64
 
 	History         int
 	HistoryTTL      time.Duration
@@ -111,6 +114,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.RedisSampleInterval, "redis-sample-interval", 15*time.Second, "fleet mode: how often the pod asks every Redis node about its own subscriber connections (CLIENT LIST TYPE pubsub), for the roomcast_redis_subscriber_* gauges")
 	c.Hot.register(fs)
 	registerOccupancy(fs, &c.OccupancyInterval)
+	registerRebalance(fs, c)
 	fs.IntVar(&c.History, "history", 1000, "events kept per room")
 	fs.DurationVar(&c.HistoryTTL, "history-ttl", 24*time.Hour, "a room idle this long loses its history (new epoch next time); also the longest Event-TTL a publish may set")
 	fs.IntVar(&c.MaxRooms, "max-rooms", 100000, "rooms held in memory (embedded mode); publishes to more get 503")

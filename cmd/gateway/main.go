@@ -158,7 +158,8 @@ func build(cfg config, logger *slog.Logger) (*pod, error) {
 		WSPing: cfg.WSPing, WSPongTimeout: cfg.WSPongTimeout, WSRate: cfg.WSRate, WSBurst: cfg.WSBurst,
 		MaxStreamsPerUser: cfg.MaxStreamsPerUser,
 		MaxRoomsPerStream: cfg.MaxRoomsPerStream, AllowOrigins: cfg.allowOrigins(), PublicHosts: cfg.PublicHosts, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsAddr != "", PodID: cfg.podID(), Cmdline: cfg.Cmdline,
-		Owners: ctl.Owners, Notices: ctl.Notices, Occupancy: ctl.Occupancy,
+		Owners: ctl.Owners, Notices: ctl.Notices, Occupancy: ctl.Occupancy, Streams: ctl.Streams,
+		Rebalance:   gateway.Rebalance{On: cfg.Rebalance, Margin: cfg.RebalanceMargin, Rate: cfg.RebalanceRate, Interval: cfg.OccupancyInterval},
 		IdleLoop:    idleLoop,
 		Connections: conns,
 		Registry:    metrics,
@@ -271,6 +272,14 @@ func (p *pod) serve(logger *slog.Logger) int {
 			logger.Warn("WebSocket ownership notices stopped: a displaced client is closed at its next refresh", "err", err)
 		}
 	}()
+	// The pod's open connections for the fleet, and with --rebalance its share of
+	// them; it stops, and forgets the pod's record, once the drain has finished.
+	rebalance, stopRebalance := context.WithCancel(context.Background())
+	rebalanced := make(chan struct{})
+	go func() {
+		defer close(rebalanced)
+		_ = p.server.Rebalance(rebalance)
+	}()
 	if p.text {
 		// For a person: a short summary; every setting in effect at debug level.
 		p.cfg.announce(os.Stderr, public.Addr(), admin.Addr(), metricsAddr)
@@ -313,6 +322,8 @@ func (p *pod) serve(logger *slog.Logger) int {
 		}
 	}
 
+	stopRebalance()
+	<-rebalanced
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, s := range servers {

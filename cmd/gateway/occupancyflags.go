@@ -14,6 +14,13 @@ func registerOccupancy(fs *flag.FlagSet, every *time.Duration) {
 	fs.DurationVar(every, "occupancy-interval", 2*time.Second, "how often the pod records its rooms' member counts for GET /admin/rooms/{room} (in Redis in fleet mode); a record lives 3 intervals, so a pod that dies drops out within that")
 }
 
+// registerRebalance adds the rebalancing flags (gateway.Rebalance).
+func registerRebalance(fs *flag.FlagSet, c *config) {
+	fs.BoolVar(&c.Rebalance, "rebalance", false, "fleet mode: a pod holding more than the fleet's mean of open connections × (1 + --rebalance-margin) sheds a few each --occupancy-interval (reason shed, a retry: hint; clients resume by id where the router sends them), those whose rooms another pod holds more of first; never while draining, never below the mean")
+	fs.Float64Var(&c.RebalanceMargin, "rebalance-margin", 0.1, "how far over the fleet's mean of open connections, as a fraction of it, a pod may be before --rebalance sheds")
+	fs.Float64Var(&c.RebalanceRate, "rebalance-rate", 0.02, "the most --rebalance sheds, as a fraction of the pod's open connections per minute (at least one a minute), spread over the minute")
+}
+
 // checkPodID: the pod id names the pod in occupancy records and answers and among
 // the owners of WebSocket clients, so one that is given (set, by the flag or its
 // twin) must be one in every mode, and so must the hostname that stands in for it

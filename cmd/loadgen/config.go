@@ -38,6 +38,8 @@ type Config struct {
 	DrainCmd string
 	// DrainWait bounds the wait for one drained pod's streams to move elsewhere.
 	DrainWait time.Duration
+	// RebalanceWait bounds the rebalance scenario's wait for balanced pods.
+	RebalanceWait time.Duration
 	// ReportEvery is the interval of the periodic report line on stderr; 0 means none.
 	ReportEvery time.Duration
 	// PlotDir, when set, receives PNG plots of the timeline.
@@ -134,12 +136,13 @@ func parseFlags(args []string, output io.Writer) (Config, error) {
 	admins := &stringList{}
 	fs.StringVar(&c.Scenario, "scenario", "", "named scenario whose defaults the other flags override: "+strings.Join(scenarioNames(), ", "))
 	fs.Var(urls, "url", "server base `URL`; repeat for several pods (subscribers and publishes spread over them)")
-	fs.Var(admins, "admin-url", "admin listener `URL` of the pod given by the -url at the same position (repeatable; storm, rolling-drain)")
+	fs.Var(admins, "admin-url", "admin listener `URL` of the pod given by the -url at the same position (repeatable; storm, rolling-drain, rebalance: its sheds)")
 	adminTokenFile := fs.String("admin-token-file", "", "`file` holding the bearer token for the admin listeners")
 	fs.StringVar(&c.StormVia, "storm-via", "", "storm: how every stream ends: shed (POST /admin/shed; the default with -admin-url) or client")
 	fs.DurationVar(&c.StormAt, "storm-at", 0, "storm: when into the measured window the storm begins (default a third of -duration)")
 	fs.StringVar(&c.DrainCmd, "drain-cmd", "", "rolling-drain: `command` (sh -c) that drains one pod, instead of POST /admin/drain; env ROOMCAST_POD_URL, ROOMCAST_POD_ADMIN_URL, ROOMCAST_POD_INDEX")
 	fs.DurationVar(&c.DrainWait, "drain-wait", time.Minute, "rolling-drain: bound on one pod's streams moving to the others")
+	fs.DurationVar(&c.RebalanceWait, "rebalance-wait", 2*time.Minute, "rebalance: bound on the pods reaching max/mean streams per pod <= 1.2 after the last -url joins empty; past it the run exits 1")
 	fs.DurationVar(&c.ReportEvery, "report-every", 0, "periodic report line on stderr every this long (0 = none; soak: 1m)")
 	fs.StringVar(&c.PlotDir, "plot", "", "write deliveries-per-second.png, latency.png and reconnects.png of the timeline into `DIR`")
 	fs.StringVar(&c.Bar, "bar", barAuto, "progress bar on stderr: auto (when stderr is a terminal), on or off; without it -progress prints lines")

@@ -15,12 +15,15 @@
 // over them), storm (every stream ends at once, from the server through POST
 // /admin/shed or from the clients, and all resume; the report times the reconnects),
 // rolling-drain (several -url pods; the ones with an -admin-url are drained one at a
-// time through POST /admin/drain, or -drain-cmd runs per pod, while the load goes on)
-// soak (a long steady run with a report line every -report-every) and chaos (its
-// own fleet of a 3+3 Redis Cluster and three pods, faults injected one at a time on
-// a schedule drawn from -seed; chaos*.go). Without
-// -scenario the flags alone apply, as before. Every run keeps a timeline, one point
-// per second of the measured window, in the JSON report; -plot DIR draws it as PNGs.
+// time through POST /admin/drain, or -drain-cmd runs per pod, while the load goes on),
+// rebalance (several -url pods running with --rebalance; the last joins empty, a
+// stream that ends reconnects to the least loaded pod, and the report follows each
+// pod's streams until max/mean <= 1.2, bounded by -rebalance-wait), soak (a long
+// steady run with a report line every -report-every) and chaos (its own fleet of a
+// 3+3 Redis Cluster and three pods, faults injected one at a time on a schedule
+// drawn from -seed; chaos*.go). Without -scenario the flags alone apply, as before.
+// Every run keeps a timeline, one point per second of the measured window, in the
+// JSON report; -plot DIR draws it as PNGs.
 //
 // With -ws-share F that fraction of every room's subscribers hold a WebSocket
 // connection (GET /ws, one room each) instead of an SSE stream: a hello with a
@@ -53,10 +56,11 @@
 //	go run ./cmd/loadgen -scenario fanout -plot /tmp/plots -json
 //	go run ./cmd/loadgen -scenario storm -admin-url http://127.0.0.1:9090
 //	go run ./cmd/loadgen -scenario rolling-drain -url http://a:8080 -url http://b:8080 -admin-url http://a:9090
+//	go run ./cmd/loadgen -scenario rebalance -url http://a:8080 -url http://b:8080 -admin-url http://a:9090 -admin-url http://b:9090
 //
 // Exit codes: 0 clean; 1 a gap, duplicate, out-of-order event, unannounced epoch change
-// or malformed frame was seen, or an acknowledged event had not arrived when the run
-// ended; 2 bad flags, a run that could not start or measured nothing (no subscriber
+// or malformed frame was seen, an acknowledged event had not arrived when the run
+// ended, or the rebalance scenario's pods were not balanced within -rebalance-wait; 2 bad flags, a run that could not start or measured nothing (no subscriber
 // ever connected, every publish failed), a storm or drain that did not happen as
 // asked (no stream ended, not every stream back, a drain refused), or a plot that
 // could not be written (the report is printed first). .ci/bench

@@ -92,6 +92,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: scenario %s did not run as asked: %s\n", cfg.Scenario, why)
 		code = exitError
 	}
+	if why := rep.unbalanced(); why != "" && code == exitOK {
+		fmt.Fprintf(stderr, "loadgen: the pods were not balanced: %s\n", why)
+		code = exitLossy
+	}
 	if rep.Lossy() {
 		fmt.Fprintln(stderr, "loadgen: loss detected")
 		if rep.Chaos != nil {

@@ -10,10 +10,13 @@ import (
 // i's home is pod i%len; a pod taken out (being drained) is skipped by new streams
 // and publishes until it is put back.
 type pods struct {
-	urls []string
-	out  []atomic.Bool  // being drained: no new streams or publishes
-	open []atomic.Int64 // streams open on each pod
-	next atomic.Uint64  // round-robin position of publishes
+	// joiner > 0 (the rebalance scenario): a subscriber's first stream goes to pod
+	// id%joiner, a later one to the pod in rotation with the fewest streams.
+	joiner int
+	urls   []string
+	out    []atomic.Bool  // being drained: no new streams or publishes
+	open   []atomic.Int64 // streams open on each pod
+	next   atomic.Uint64  // round-robin position of publishes
 }
 
 func newPods(urls []string) *pods {
@@ -33,6 +36,34 @@ func (p *pods) pick(id int) int {
 		}
 	}
 	return home
+}
+
+// pickStream returns the pod a subscriber's stream goes to: pick, or under the
+// rebalance scenario's routing (joiner) the first stream's pod id%joiner and a
+// later one's (again) the least loaded pod in rotation.
+func (p *pods) pickStream(id int, again bool) int {
+	if p == nil || p.joiner == 0 {
+		return p.pick(id)
+	}
+	if !again {
+		return id % p.joiner
+	}
+	best := -1
+	for i := range p.urls {
+		if !p.out[i].Load() && (best < 0 || p.open[i].Load() < p.open[best].Load()) {
+			best = i
+		}
+	}
+	return max(best, 0)
+}
+
+// streams returns each pod's open streams.
+func (p *pods) streams() []int64 {
+	out := make([]int64, len(p.urls))
+	for i := range out {
+		out[i] = p.open[i].Load()
+	}
+	return out
 }
 
 // publishPod returns the pod the next publish goes to: round-robin over those in.

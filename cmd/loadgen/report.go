@@ -16,6 +16,10 @@ import (
 // maxLossyListed bounds how many lossy subscribers the report names.
 const maxLossyListed = 10
 
+// maxSeriesRows bounds the rows of the rebalance scenario's series in the text
+// report.
+const maxSeriesRows = 20
+
 // Report is the outcome of a run; its JSON form is the -json output.
 type Report struct {
 	// Scenario is the -scenario the run started from; empty for plain flags.
@@ -29,6 +33,8 @@ type Report struct {
 	Drains []DrainResult `json:"drains,omitempty"`
 	// Chaos is the chaos scenario's schedule, timeline and summary.
 	Chaos *ChaosResult `json:"chaos,omitempty"`
+	// Rebalance is the rebalance scenario's outcome.
+	Rebalance *RebalanceResult `json:"rebalance,omitempty"`
 	// Transports splits the subscribers' figures by transport, "sse" and "ws", when
 	// -ws-share > 0; the top-level figures stay those of every subscriber.
 	Transports map[string]*TransportResult `json:"transports,omitempty"`
@@ -149,7 +155,7 @@ func (r *Report) fill(cfg *Config, ls *loadState, subs []*subscriber, rooms []*r
 	if w.timeline != nil {
 		r.Timeline = w.timeline
 	}
-	r.Storm, r.Drains = w.storm, w.drains
+	r.Storm, r.Drains, r.Rebalance = w.storm, w.drains, w.rebalance
 	if r.Chaos = w.chaos; r.Chaos != nil {
 		r.Chaos.fill(subs, w.start)
 		r.Chaos.Incidents = cfg.chaos.fl.incidentList()
@@ -238,6 +244,21 @@ func (r *Report) WriteTable(out io.Writer) error {
 	}
 	for _, d := range r.Drains {
 		row("drain", "%s: %d streams moved in %.3fs%s", d.URL, d.Moved, d.Seconds, errorSuffix(d.Error))
+	}
+	if rb := r.Rebalance; rb != nil {
+		verdict := fmt.Sprintf("max/mean %.2f <= %.1f in %.1fs", rb.MaxOverMean, rb.Target, rb.Seconds)
+		if !rb.Converged {
+			verdict = fmt.Sprintf("not balanced: max/mean %.2f after %.1fs", rb.MaxOverMean, rb.Seconds)
+		}
+		row("rebalance", "%s joined empty: %s; streams per pod %v -> %v; sheds %v%s",
+			rb.Joined, verdict, rb.StreamsAtJoin, rb.StreamsAtEnd, rb.Sheds, errorSuffix(rb.Error))
+		// At most maxSeriesRows rows of the series; the JSON has every point.
+		stride := max(1, (len(rb.Series)+maxSeriesRows-1)/maxSeriesRows)
+		for i, pt := range rb.Series {
+			if i%stride == 0 || i == len(rb.Series)-1 {
+				row("  streams", "%6.1fs  %v", pt.Seconds, pt.Streams)
+			}
+		}
 	}
 	if r.RSSAfterKiB > 0 {
 		row("server rss", "%d KiB -> %d KiB: %.2f KiB per connection", r.RSSBeforeKiB, r.RSSAfterKiB, r.RSSPerConnKiB)
@@ -336,6 +357,16 @@ func (r *Report) scenarioFailed() string {
 		if len(c.Faults) < len(c.Schedule) {
 			return fmt.Sprintf("%d of %d scheduled faults injected", len(c.Faults), len(c.Schedule))
 		}
+	}
+	return ""
+}
+
+// unbalanced says why the rebalance scenario's pods did not reach the balance it
+// waits for, or "" when they did or there was no such scenario. Unlike a storm or a
+// drain that did not happen, it is a failed check, as a loss is.
+func (r *Report) unbalanced() string {
+	if rb := r.Rebalance; rb != nil && !rb.Converged {
+		return rb.Error
 	}
 	return ""
 }

@@ -83,6 +83,7 @@ type window struct {
 	storm                    *StormResult
 	drains                   []DrainResult
 	chaos                    *ChaosResult
+	rebalance                *RebalanceResult
 }
 
 // run drives one load run: connect the subscribers, hold them (idle) or publish
@@ -107,6 +108,11 @@ func runWith(ctx context.Context, cfg Config, progress io.Writer, bar bool) (*Re
 		allConnected: make(chan struct{}),
 		settled:      make(chan struct{}),
 		pods:         newPods(cfg.URLs),
+	}
+	if cfg.Scenario == scenarioRebalance {
+		// The last pod joins empty at the start of the measured window.
+		ls.pods.joiner = len(cfg.URLs) - 1
+		ls.pods.out[len(cfg.URLs)-1].Store(true)
 	}
 	if cfg.Subs == 0 {
 		close(ls.allConnected)
@@ -253,6 +259,8 @@ func publish(ctx context.Context, ls *loadState, pubs *publishers, subs []*subsc
 			w.drains = runRollingDrain(actx, ls, admin)
 		case scenarioChaos:
 			w.chaos = runChaos(actx, ls, subs, pubs.rooms, admin, w.start)
+		case scenarioRebalance:
+			w.rebalance = runRebalance(actx, ls, admin)
 		}
 	}()
 	sm := newSampler(ls, subs, w.start)

@@ -19,6 +19,7 @@ const (
 	scenarioRollingDrain = "rolling-drain" // pods drained one at a time under load
 	scenarioSoak         = "soak"          // a long steady run with periodic report lines
 	scenarioChaos        = "chaos"         // its own fleet, faults injected on a seeded schedule
+	scenarioRebalance    = "rebalance"     // an empty pod joins loaded ones, which shed to it
 )
 
 // Ways the storm scenario ends every stream.
@@ -41,6 +42,8 @@ var scenarioDefaults = map[string]map[string]string{
 	// multiplexed streams of 3 rooms.
 	scenarioChaos: {"subs": "60", "rooms": "12", "rate": "100", "ws-share": "0.25", "mux-streams": "4",
 		"mux-rooms": "3", "duration": "3m", "settle": "30s", "retry-cap": "1s"},
+	// The window lasts until the pods are balanced (within -rebalance-wait).
+	scenarioRebalance: {"subs": "3000", "rooms": "300", "rate": "100", "duration": "10s"},
 }
 
 // scenarioNames returns the scenario names, sorted.
@@ -140,6 +143,12 @@ func (c *Config) validateScenario() error {
 	}
 	if c.Scenario == scenarioChaos {
 		errs = append(errs, c.validateChaos())
+	}
+	if c.Scenario == scenarioRebalance && len(c.URLs) < 2 {
+		errs = append(errs, errors.New("rebalance needs at least two -url values: the streams start on all but the last, which joins empty"))
+	}
+	if c.RebalanceWait <= 0 {
+		errs = append(errs, errors.New("-rebalance-wait must be > 0"))
 	}
 	if c.StormVia != "" && c.Scenario != scenarioStorm {
 		errs = append(errs, errors.New("-storm-via belongs to -scenario storm"))

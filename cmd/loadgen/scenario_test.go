@@ -247,6 +247,72 @@ func TestScenarioRollingDrain(t *testing.T) {
 	}
 }
 
+// TestScenarioRebalance: three loaded pods and an empty one, all with
+// --rebalance: the run's streams start on the first three, the fourth joins, the
+// loaded ones shed to it (a shed stream reconnects to the least loaded pod) until
+// max/mean ≤ 1.2, and nothing is lost.
+func TestScenarioRebalance(t *testing.T) {
+	redis := redistest.Standalone(t) // the fleet's record of connections is one key: a Redis of its own
+	var args []string
+	var pods []*gatewaytest.Process
+	for _, name := range []string{"pod-a", "pod-b", "pod-c", "pod-d"} {
+		p := startPod(t, name, "--redis", redis.Addr, "--pod-id", name, "--max-streams-per-ip", "0",
+			"--rebalance", "--rebalance-rate", "10", "--occupancy-interval", "200ms")
+		pods = append(pods, p)
+		args = append(args, "-url", p.Public, "-admin-url", p.Admin)
+	}
+	code, rep, raw, stderr := runMain(t, append(args, "-scenario", "rebalance", "-room-prefix", redistest.Prefix(t)+"-",
+		"-subs", "60", "-rooms", "6", "-rate", "50", "-warmup", "0s", "-duration", "2s", "-rebalance-wait", "40s",
+		"-progress", "0", "-bar", "off")...)
+	checkClean(t, code, rep, raw, stderr, "rebalance", 2*time.Second)
+	rb := rep.Rebalance
+	if rb == nil {
+		t.Fatalf("no rebalance result; raw %v", raw["rebalance"])
+	}
+	if !rb.Converged || rb.MaxOverMean > rebalanceTarget || rb.Joined != pods[3].Public {
+		t.Fatalf("rebalance = %+v; want pod d joined and max/mean <= %.1f", rb, rebalanceTarget)
+	}
+	// The loaded pods may have shed among themselves before the join (pod d's
+	// record of no streams counts in the mean from its start): the sum is the run's.
+	if j := rb.StreamsAtJoin; len(j) != 4 || j[0]+j[1]+j[2] != 60 || j[3] != 0 {
+		t.Errorf("streams at the join %v, want 60 on the first three pods", j)
+	}
+	if rb.StreamsAtEnd[3] == 0 || len(rb.Series) == 0 {
+		t.Errorf("the joined pod holds %d streams at the end; series %v", rb.StreamsAtEnd[3], rb.Series)
+	}
+	var sheds int64
+	for i, n := range rb.Sheds {
+		if n < 0 {
+			t.Errorf("pod %d's sheds unread", i)
+		}
+		sheds += n
+	}
+	if sheds == 0 {
+		t.Errorf("sheds %v: the joined pod took %d streams, yet no pod shed", rb.Sheds, rb.StreamsAtEnd[3])
+	}
+	if rep.Duplicates != 0 {
+		t.Errorf("%d duplicates", rep.Duplicates)
+	}
+	t.Logf("balanced in %.1fs: %v -> %v, sheds %v", rb.Seconds, rb.StreamsAtJoin, rb.StreamsAtEnd, rb.Sheds)
+}
+
+// TestScenarioRebalanceUnbalanced: pods that do not rebalance leave the joined pod
+// empty: the run says so and exits 1, though nothing was lost.
+func TestScenarioRebalanceUnbalanced(t *testing.T) {
+	redis := redistest.Standalone(t)
+	a := startPod(t, "pod-a", "--redis", redis.Addr, "--pod-id", "pod-a")
+	b := startPod(t, "pod-b", "--redis", redis.Addr, "--pod-id", "pod-b")
+	code, rep, _, stderr := runMain(t, "-scenario", "rebalance", "-url", a.Public, "-url", b.Public, "-room-prefix", redistest.Prefix(t)+"-",
+		"-subs", "10", "-rooms", "2", "-rate", "20", "-warmup", "0s", "-duration", "1s", "-rebalance-wait", "1s",
+		"-progress", "0", "-bar", "off")
+	if code != exitLossy || rep.Lost != 0 || !strings.Contains(stderr, "not balanced") {
+		t.Fatalf("exit %d, lost %d, stderr %q; want exit 1 for pods not balanced, nothing lost", code, rep.Lost, stderr)
+	}
+	if rb := rep.Rebalance; rb == nil || rb.Converged || rb.Error == "" || rb.MaxOverMean <= rebalanceTarget {
+		t.Fatalf("rebalance = %+v; want not converged, the streams still on pod a", rb)
+	}
+}
+
 func TestScenarioDefaults(t *testing.T) {
 	tests := []struct {
 		name string
@@ -269,6 +335,8 @@ func TestScenarioDefaults(t *testing.T) {
 			want: func(c Config) bool { return c.StormVia == stormShed }},
 		{name: "soak reports periodically", args: []string{"-scenario", "soak"},
 			want: func(c Config) bool { return c.Duration >= time.Hour && c.ReportEvery > 0 }},
+		{name: "rebalance", args: []string{"-scenario", "rebalance", "-url", "http://a", "-url", "http://b"},
+			want: func(c Config) bool { return c.Subs == 3000 && c.Rooms == 300 && c.RebalanceWait > 0 }},
 		{name: "rolling-drain", args: []string{"-scenario", "rolling-drain", "-url", "http://a", "-url", "http://b", "-admin-url", "http://a:9"},
 			want: func(c Config) bool { return len(c.URLs) == 2 && c.URL == "http://a" && len(c.AdminURLs) == 1 }},
 	}
@@ -291,7 +359,8 @@ func TestScenarioBadFlags(t *testing.T) {
 		{"-scenario", "rolling-drain"}, // one pod
 		{"-scenario", "rolling-drain", "-url", "http://a", "-url", "http://b"},                                                         // nothing drains
 		{"-scenario", "rolling-drain", "-url", "http://a", "-url", "http://b", "-admin-url", "http://a:9", "-admin-url", "http://b:9"}, // nobody left
-		{"-scenario", "storm", "-storm-via", "shed"},                                                                                   // no admin URL
+		{"-scenario", "rebalance"},                   // one pod: nobody joins
+		{"-scenario", "storm", "-storm-via", "shed"}, // no admin URL
 		{"-scenario", "storm", "-storm-via", "sideways"},
 		{"-bar", "sometimes"},
 		{"-plot", "/dev/null/x", "-idle"}, // nothing to plot

@@ -118,7 +118,7 @@ func (s *subscriber) run(ctx context.Context, ls *loadState) {
 func (s *subscriber) stream(ctx context.Context, ls *loadState) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pod := ls.pods.pick(s.id)
+	pod := ls.pods.pickStream(s.id, s.connected)
 	target := ls.pods.url(pod, s.room.streamPath, s.room.streamURL)
 	if ls.cfg.Protocol == protocolCentrifugo {
 		u, err := s.centrifugoStreamURL()

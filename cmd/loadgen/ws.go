@@ -107,7 +107,7 @@ func (c *Config) wsMember(i int) bool {
 func (s *subscriber) streamWS(ctx context.Context, ls *loadState) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pod := ls.pods.pick(s.id)
+	pod := ls.pods.pickStream(s.id, s.connected)
 	conn, err := s.dialWS(ctx, ls, ls.pods.url(pod, "/ws", ls.cfg.URL+"/ws"))
 	if err != nil {
 		return err

@@ -26,6 +26,8 @@ var FleetMetrics = []string{
 	"roomcast_bus_subscriptions",
 	"roomcast_drain_state",
 	"roomcast_drain_closed_total",
+	"roomcast_rebalance_shed_total",
+	"roomcast_rebalance_rounds_total",
 	"roomcast_recent_bytes",
 	"roomcast_resume_recent_hits_total",
 	"roomcast_resume_history_reads_total",
