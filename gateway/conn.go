@@ -506,6 +506,12 @@ func (s *Server) countDelivered(n int) {
 	s.m.delivered.Add(float64(n))
 }
 
+// deliveredSoFar is the pod's count of delivered events (countDelivered), read
+// off the hot path.
+func (s *Server) deliveredSoFar() float64 {
+	return value(s.m.delivered)
+}
+
 // itemStep is what a reader that has sent up to a position does with one live item
 // (see stepItem).
 type itemStep struct {

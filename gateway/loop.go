@@ -76,10 +76,17 @@ func loopPeriod(cfg Config) time.Duration {
 // burst went through: each connection's request, buffers and goroutine were
 // garbage once the loop took it, and the runtime would otherwise keep that memory
 // as headroom for a heap the idle connections never grow back to. It costs two
-// garbage collections per burst.
+// garbage collections per burst. Handing the memory back at once
+// (debug.FreeOSMemory) holds a processor for tens of milliseconds after a burst of
+// thousands, and the next collection's stop-the-world waits behind it: the trim
+// does it only when the pod delivered no event for trimIdle; otherwise it leaves
+// the freed memory to the runtime's background scavenger, which returns it over the
+// next seconds without a pause (9,500 rooms of two at 5,000 publishes/s: a p99 of
+// 15 to 19 ms with the hand-back in the window, 10 to 15 ms without it).
 const (
 	trimAfter = 1000
 	trimQuiet = 2 * time.Second
+	trimIdle  = 500 * time.Millisecond
 )
 
 // tookOn counts a connection the loop took on.
@@ -98,10 +105,16 @@ func (l *loop) trim(now time.Time) {
 		defer l.trimming.Store(false)
 		// The burst's buffers went back to their pools (sync.Pool), which keep
 		// them through one collection: the first collection leaves them as the
-		// pools' victims, the second (FreeOSMemory's) frees them and gives the
-		// memory back.
+		// pools' victims, the second frees them (FreeOSMemory's also gives the
+		// memory back at once).
+		before := l.s.deliveredSoFar()
 		runtime.GC()
-		debug.FreeOSMemory()
+		time.Sleep(trimIdle) // a policy's wait, off every worker
+		if l.s.deliveredSoFar() == before {
+			debug.FreeOSMemory()
+		} else {
+			runtime.GC()
+		}
 	}()
 }
 
