@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"runtime"
 	"runtime/debug"
@@ -40,7 +41,12 @@ type loop struct {
 	// when the last came, Unix nanoseconds.
 	taken     atomic.Int64
 	lastTaken atomic.Int64
-	trimming  atomic.Bool
+	// trimming: a trim is under way, from its first collection to its second;
+	// trimAt is when its first collection ended (0: not yet, or the second has
+	// begun), and trimFrom the pod's delivered events then (math.Float64bits).
+	trimming atomic.Bool
+	trimAt   atomic.Int64
+	trimFrom atomic.Uint64
 	// ctx is the context of the connections on the loop, whose requests are over.
 	ctx context.Context
 }
@@ -95,26 +101,37 @@ func (l *loop) tookOn(now time.Time) {
 	l.lastTaken.Store(now.UnixNano())
 }
 
-// trim gives the memory of a settled burst back (see trimAfter), off the worker.
+// trim gives the memory of a settled burst back (see trimAfter), off the worker,
+// in two steps the workers' sweeps start: a collection, then, trimIdle later, the
+// second collection, which hands the memory back at once only when no event was
+// delivered meanwhile.
 func (l *loop) trim(now time.Time) {
+	if at := l.trimAt.Load(); at != 0 {
+		if now.UnixNano()-at < int64(trimIdle) || !l.trimAt.CompareAndSwap(at, 0) {
+			return
+		}
+		quiet := l.s.deliveredSoFar() == math.Float64frombits(l.trimFrom.Load())
+		go func() {
+			defer l.trimming.Store(false)
+			if quiet {
+				debug.FreeOSMemory() // a collection, then the memory back
+			} else {
+				runtime.GC() // the scavenger gives it back over the next seconds
+			}
+		}()
+		return
+	}
 	if l.taken.Load() < trimAfter || now.UnixNano()-l.lastTaken.Load() < int64(trimQuiet) || !l.trimming.CompareAndSwap(false, true) {
 		return
 	}
 	l.taken.Store(0)
 	go func() {
-		defer l.trimming.Store(false)
 		// The burst's buffers went back to their pools (sync.Pool), which keep
-		// them through one collection: the first collection leaves them as the
-		// pools' victims, the second frees them (FreeOSMemory's also gives the
-		// memory back at once).
-		before := l.s.deliveredSoFar()
+		// them through one collection: this one leaves them as the pools'
+		// victims, the second frees them.
 		runtime.GC()
-		time.Sleep(trimIdle) // a policy's wait, off every worker
-		if l.s.deliveredSoFar() == before {
-			debug.FreeOSMemory()
-		} else {
-			runtime.GC()
-		}
+		l.trimFrom.Store(math.Float64bits(l.s.deliveredSoFar()))
+		l.trimAt.Store(time.Now().UnixNano())
 	}()
 }
 
