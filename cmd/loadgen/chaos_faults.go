@@ -20,13 +20,17 @@ const (
 	kindShed        = "shed"         // POST /admin/shed: every stream of a pod ends
 	kindMigrate     = "migrate"      // a room's slot moved to another primary
 	kindPausePod    = "pause-pod"    // SIGSTOP of a pod for Hold, then SIGCONT
+	kindBlackhole   = "blackhole"    // a shard primary's link silent both ways, no FIN, for Hold
+	kindLatency     = "latency"      // every link's replies delayed by Delay ± half, for Hold
+	kindBandwidth   = "bandwidth"    // a shard primary's replies to the pods capped, for Hold
 )
 
 // faultKinds is every kind the schedule draws from, in this order before the
-// shuffle. Network faults plug in here.
+// shuffle.
 var faultKinds = []faultKind{
 	redisFault{kindFailover}, redisFault{kindKillPrimary}, migrateFault{},
 	podFault{kindKillPod}, podFault{kindDrainPod}, podFault{kindShed}, podFault{kindPausePod},
+	linkFault{kindBlackhole}, linkFault{kindLatency}, linkFault{kindBandwidth},
 }
 
 // chaosEnv is what a fault acts on.
@@ -177,4 +181,79 @@ func (k podFault) inject(ctx context.Context, env *chaosEnv, f Fault) (string, e
 	}
 	env.pods.out[f.Target].Store(false)
 	return fmt.Sprintf("%s, restarted as pid %d in %.1fs", how, p.process().Pid(), time.Since(start).Seconds()), nil
+}
+
+// linkFault shapes the links between the pods and Redis: every pod reaches every
+// node through the node's proxy (toxiproxy, chaos_fleet.go), so a toxic on a node's
+// proxy faults every pod's link to it, commands and subscriptions alike.
+type linkFault struct{ kind string }
+
+// bandwidthKBps is the cap of a bandwidth fault on what a primary sends the pods:
+// far below what its shard's doorbells and replies need, so that Redis buffers
+// for the pods' connections and their calls time out.
+const bandwidthKBps = 1
+
+func (k linkFault) name() string { return k.kind }
+
+func (k linkFault) plan(rng *rand.Rand, st *planState) (Fault, bool) {
+	tenths := func(lo time.Duration, n int) time.Duration {
+		return lo + time.Duration(rng.IntN(n+1))*100*time.Millisecond
+	}
+	switch k.kind {
+	case kindLatency:
+		// 200 ms to 1 s, for 10 to 30 s.
+		return Fault{Delay: tenths(200*time.Millisecond, 8), Hold: tenths(10*time.Second, 200)}, true
+	case kindBlackhole:
+		// Longer than a pod takes to find a silent link (replay.DetectionBound:
+		// 6 s with --redis-timeout 2s), so that every pod drops and redials it.
+		return Fault{Target: rng.IntN(st.shards), Hold: tenths(8*time.Second, 40)}, true
+	}
+	return Fault{Target: rng.IntN(st.shards), Hold: tenths(8*time.Second, 40)}, true
+}
+
+func (k linkFault) inject(ctx context.Context, env *chaosEnv, f Fault) (string, error) {
+	fl := env.fl
+	var (
+		on    []*redistest.Proxy
+		typ   string
+		attrs map[string]any
+		dirs  []redistest.Stream
+		what  string
+	)
+	switch k.kind {
+	case kindLatency:
+		on, typ = fl.proxies.All(), "latency"
+		attrs = map[string]any{"latency": f.Delay.Milliseconds(), "jitter": f.Delay.Milliseconds() / 2}
+		dirs = []redistest.Stream{redistest.Downstream}
+		what = fmt.Sprintf("every node's replies %s ± %s late for %s", f.Delay, f.Delay/2, f.Hold)
+	default:
+		primary, _, err := fl.primaryOf(f.Target)
+		if err != nil {
+			return "", err
+		}
+		on = []*redistest.Proxy{fl.proxies.For(primary)}
+		if k.kind == kindBlackhole {
+			typ, attrs = "timeout", map[string]any{"timeout": 0}
+			what = fmt.Sprintf("%s silent for %s", primary.Addr, f.Hold)
+		} else {
+			typ, attrs = "bandwidth", map[string]any{"rate": bandwidthKBps}
+			dirs = []redistest.Stream{redistest.Downstream}
+			what = fmt.Sprintf("%s sends %d KB/s for %s", primary.Addr, bandwidthKBps, f.Hold)
+		}
+	}
+	var removes []func()
+	defer func() {
+		for _, remove := range removes {
+			remove()
+		}
+	}()
+	for _, p := range on {
+		remove, err := p.AddToxic(typ, attrs, dirs...)
+		if err != nil {
+			return "", err
+		}
+		removes = append(removes, remove)
+	}
+	waitFor(ctx, nil, f.Hold)
+	return what, nil
 }

@@ -49,9 +49,12 @@ type fleet struct {
 	// shards[i] are the two nodes of shard i as the cluster started: its primary
 	// then, and that primary's replica. Either may be the primary now.
 	shards [][]*redistest.Node
-	bin    string
-	pods   []*chaosPod
-	log    io.Writer
+	// proxies stand before every node: the pods reach the cluster through them
+	// alone, so that link faults can shape what they carry.
+	proxies *redistest.ClusterProxies
+	bin     string
+	pods    []*chaosPod
+	log     io.Writer
 
 	mu        sync.Mutex
 	stopping  bool
@@ -114,6 +117,10 @@ func startFleet(bin string, log io.Writer) (_ *fleet, err error) {
 	if len(fl.shards) != chaosShards {
 		return nil, fmt.Errorf("chaos: the cluster has %d primaries, want %d", len(fl.shards), chaosShards)
 	}
+	fmt.Fprintln(log, "chaos: putting a proxy before every node (link faults)")
+	if fl.proxies, err = redistest.TryProxyCluster(fl.cluster); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
 	if fl.bin == "" {
 		fmt.Fprintln(log, "chaos: building ./cmd/gateway")
 		if fl.bin, err = gatewaytest.Build(dir); err != nil {
@@ -135,7 +142,7 @@ func startFleet(bin string, log io.Writer) (_ *fleet, err error) {
 // launch starts pod p's process: on its own listeners after the first start.
 func (fl *fleet) launch(p *chaosPod) error {
 	args := []string{
-		"--redis", strings.Join(fl.cluster.Addrs(), ","),
+		"--redis", strings.Join(fl.proxies.Addrs(), ","),
 		"--pod-id", p.id,
 		"--drain-delay", podDrainDelay.String(),
 		"--drain-window", podDrainWindow.String(),
@@ -243,6 +250,9 @@ func (fl *fleet) stop() {
 			_ = proc.Signal(syscall.SIGCONT)
 			proc.Kill()
 		}
+	}
+	if fl.proxies != nil {
+		fl.proxies.Stop()
 	}
 	if fl.cluster != nil {
 		fl.cluster.Stop()

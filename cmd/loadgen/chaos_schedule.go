@@ -42,8 +42,11 @@ type Fault struct {
 	Target int `json:"target"`
 	// Shift is migrate's destination: the shard Shift places after the room's.
 	Shift int `json:"shift,omitempty"`
-	// Hold is how long pause-pod keeps the pod stopped, and kill-pod the pod down.
+	// Hold is how long pause-pod keeps the pod stopped, kill-pod the pod down, and
+	// a link fault (blackhole, latency, bandwidth) lasts.
 	Hold time.Duration `json:"hold,omitempty"`
+	// Delay is latency's delay of every reply (± half of it).
+	Delay time.Duration `json:"delay,omitempty"`
 }
 
 // planState is what the schedule knows of the fleet while it draws.
@@ -139,6 +142,12 @@ func (f Fault) describe(roomName func(int) string) string {
 		return fmt.Sprintf("pod %d (down %s)", f.Target, f.Hold)
 	case kindPausePod:
 		return fmt.Sprintf("pod %d (stopped %s)", f.Target, f.Hold)
+	case kindBlackhole:
+		return fmt.Sprintf("shard %d (silent %s)", f.Target, f.Hold)
+	case kindBandwidth:
+		return fmt.Sprintf("shard %d (%d KB/s for %s)", f.Target, bandwidthKBps, f.Hold)
+	case kindLatency:
+		return fmt.Sprintf("every link (%s ± %s for %s)", f.Delay, f.Delay/2, f.Hold)
 	}
 	return fmt.Sprintf("pod %d", f.Target)
 }

@@ -95,14 +95,15 @@ func TestChaosBadFlags(t *testing.T) {
 }
 
 // TestScenarioChaos runs a short chaos run on its own fleet: a failover, a pod
-// killed and restarted, a shed, under load over every transport, with nothing lost.
+// killed and restarted, a primary's link blackholed, a shed, under load over every
+// transport, with nothing lost.
 func TestScenarioChaos(t *testing.T) {
 	redistest.Require(t)
 	bin := requireGatewayBin(t)
 	var stdout, stderr bytes.Buffer
 	code := realMain([]string{"-scenario", "chaos", "-seed", "1", "-gateway", bin,
-		"-duration", "30s", "-warmup", "1s", "-settle", "15s", "-fault-gap", "8s", "-fault-count", "3",
-		"-faults", "failover,kill-pod,shed", "-progress", "0", "-bar", "off", "-json"}, &stdout, &stderr)
+		"-duration", "40s", "-warmup", "1s", "-settle", "15s", "-fault-gap", "8s", "-fault-count", "4",
+		"-faults", "failover,kill-pod,blackhole,shed", "-progress", "0", "-bar", "off", "-json"}, &stdout, &stderr)
 	out := stdout.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var rep Report
@@ -112,7 +113,7 @@ func TestScenarioChaos(t *testing.T) {
 	if code != exitOK || rep.Lossy() || rep.Chaos == nil {
 		t.Fatalf("exit %d, lossy %v:\n%s\nstderr:\n%s", code, rep.Lossy(), out, stderr.String())
 	}
-	if !strings.HasPrefix(out, "chaos schedule (seed 1): 3 faults") || !strings.Contains(out, "chaos timeline") ||
+	if !strings.HasPrefix(out, "chaos schedule (seed 1): 4 faults") || !strings.Contains(out, "chaos timeline") ||
 		!regexp.MustCompile(`(?m)^  verdict +PASS$`).MatchString(out) {
 		t.Errorf("want the schedule first, then the timeline and a passing summary:\n%s", out)
 	}
@@ -124,7 +125,7 @@ func TestScenarioChaos(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []string{kindFailover, kindKillPod, kindShed}; !slices.Equal(kinds, want) {
+	if want := []string{kindBlackhole, kindFailover, kindKillPod, kindShed}; !slices.Equal(kinds, want) {
 		t.Errorf("faults %v, want %v", kinds, want)
 	}
 	if rep.Published == 0 || rep.Deliveries < rep.ExpectedDeliveries || rep.Reconnects == 0 || rep.Chaos.MaxWaitMs <= 0 {

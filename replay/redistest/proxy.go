@@ -111,21 +111,20 @@ var toxicSeq atomic.Int64
 // The remover may be called more than once; t's cleanup calls it too.
 func (p *Proxy) Toxic(t testing.TB, typ string, attrs map[string]any, streams ...Stream) (remove func()) {
 	t.Helper()
+	remove, err := p.AddToxic(typ, attrs, streams...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	return remove
+}
+
+// AddToxic is Toxic for a program that is not a test: the caller removes the toxic.
+func (p *Proxy) AddToxic(typ string, attrs map[string]any, streams ...Stream) (remove func(), err error) {
 	if len(streams) == 0 {
 		streams = []Stream{Upstream, Downstream}
 	}
 	var names []string
-	for _, s := range streams {
-		name := fmt.Sprintf("%s-%s-%d", typ, s, toxicSeq.Add(1))
-		body, err := json.Marshal(map[string]any{"name": name, "type": typ, "stream": s, "toxicity": 1.0, "attributes": attrs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.p.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
-			t.Fatalf("redistest: toxic %s on the proxy before %s: %v", typ, p.Upstream, err)
-		}
-		names = append(names, name)
-	}
 	var once sync.Once
 	remove = func() {
 		once.Do(func() {
@@ -135,9 +134,24 @@ func (p *Proxy) Toxic(t testing.TB, typ string, attrs map[string]any, streams ..
 			}
 		})
 	}
-	t.Cleanup(remove)
-	return remove
+	for _, s := range streams {
+		name := fmt.Sprintf("%s-%s-%d", typ, s, toxicSeq.Add(1))
+		body, err := json.Marshal(map[string]any{"name": name, "type": typ, "stream": s, "toxicity": 1.0, "attributes": attrs})
+		if err != nil {
+			remove()
+			return nil, fmt.Errorf("redistest: toxic %s: %w", typ, err)
+		}
+		if _, err := p.p.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
+			remove()
+			return nil, fmt.Errorf("redistest: toxic %s on the proxy before %s: %w", typ, p.Upstream, err)
+		}
+		names = append(names, name)
+	}
+	return remove, nil
 }
+
+// Stop closes the proxy and every connection through it.
+func (p *Proxy) Stop() { p.p.Stop() }
 
 // Blackhole drops every byte both ways on every connection, and sends no FIN: a
 // link that went silent (a partition, a dead NAT entry, a paused VM). New
@@ -181,9 +195,25 @@ type ClusterProxies struct {
 // it was given, reaches every node through its proxy.
 func ProxyCluster(t testing.TB, c *Cluster) *ClusterProxies {
 	t.Helper()
+	cp, err := TryProxyCluster(c)
+	if cp != nil {
+		t.Cleanup(cp.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// TryProxyCluster is ProxyCluster for a program that is not a test: the caller
+// stops the proxies (Stop), also when it returns an error with them.
+func TryProxyCluster(c *Cluster) (*ClusterProxies, error) {
 	cp := &ClusterProxies{c: c, byNode: map[*Node]*Proxy{}}
 	for _, n := range c.nodes {
-		p := NewProxy(t, n.Addr)
+		p, err := newProxy(n.Addr)
+		if err != nil {
+			return cp, err
+		}
 		cp.byNode[n] = p
 		cp.ordered = append(cp.ordered, p)
 	}
@@ -192,7 +222,7 @@ func ProxyCluster(t testing.TB, c *Cluster) *ClusterProxies {
 		if _, err := n.Do("CONFIG", "SET",
 			"cluster-announce-bus-port", strconv.Itoa(n.BusPort),
 			"cluster-announce-port", strconv.Itoa(p.Port)); err != nil {
-			t.Fatalf("redistest: announce %s as %s: %v", n.Addr, p.Addr, err)
+			return cp, fmt.Errorf("redistest: announce %s as %s: %w", n.Addr, p.Addr, err)
 		}
 	}
 	err := polltest.Until(30*time.Second, func() error {
@@ -215,9 +245,16 @@ func ProxyCluster(t testing.TB, c *Cluster) *ClusterProxies {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("redistest: cluster behind proxies: %v", err)
+		return cp, fmt.Errorf("redistest: cluster behind proxies: %w", err)
 	}
-	return cp
+	return cp, nil
+}
+
+// Stop closes every proxy of the cluster.
+func (cp *ClusterProxies) Stop() {
+	for _, p := range cp.ordered {
+		p.Stop()
+	}
 }
 
 // For returns the proxy before n.
