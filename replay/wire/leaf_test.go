@@ -24,12 +24,14 @@ func TestWireImportsTheStandardLibraryOnly(t *testing.T) {
 // The operators' CLI and the load generator speak the protocol through package wire
 // and link none of the server: not the gateway, the history's Redis client, the JWT
 // libraries or the web assets. The test helpers they share with the tests (the SSE
-// decoder and loss tracker of gatewaytest, the WebSocket client, the poll loop) are
-// allowed: what those link is checked like the rest.
+// decoder and loss tracker of gatewaytest, the WebSocket client, the poll loop, and
+// the local Redis servers and proxies of redistest, which the chaos scenario runs)
+// are allowed: what those link is checked like the rest.
 func TestToolsLinkNoServer(t *testing.T) {
 	allowed := []string{
 		"github.com/roomcast/roomcast/replay/wire",
 		"github.com/roomcast/roomcast/replay/polltest",
+		"github.com/roomcast/roomcast/replay/redistest",
 		"github.com/roomcast/roomcast/gateway/gatewaytest",
 		"github.com/roomcast/roomcast/gateway/gatewaytest/wsclient",
 	}
